@@ -1,0 +1,24 @@
+# The README's two commands: `make repro` (install + run the pipeline) and `make test`.
+VENV ?= .venv
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export HF_HUB_OFFLINE := 1
+# dvc.yaml runs `python -m rubriclab.stages...`: the venv's python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: install repro test lint bench
+
+install:
+	bash scripts/install.sh
+
+repro: install
+	$(VENV)/bin/dvc repro
+	$(VENV)/bin/rubriclab calls
+
+test: install
+	$(VENV)/bin/python -m pytest -q
+
+lint:
+	$(VENV)/bin/ruff check src tests benchmarks
+
+bench:
+	$(VENV)/bin/python benchmarks/gateway.py

@@ -1,0 +1,93 @@
+"""``rubriclab <verb>``: thin wrappers over library functions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rubriclab.errors import RubricLabError
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--params", default=None, help="params.yaml to read (default: nearest one upwards)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a param, e.g. --set data.seed=7 (repeatable)")
+
+
+def _load(args: argparse.Namespace) -> tuple[dict, Path]:
+    from rubriclab.config import find_project_dir, load_params
+
+    project = Path(args.params).resolve().parent if args.params else find_project_dir()
+    return load_params(args.params or project / "params.yaml", args.overrides), project
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from rubriclab.stages.data import run_data_stage
+
+    params, project = _load(args)
+    report = run_data_stage(params, project)
+    print(json.dumps(report["counts"], indent=2))
+    return 0
+
+
+def cmd_calls(args: argparse.Namespace) -> int:
+    from rubriclab.llm import open_store, store_location
+    from rubriclab.reporting import format_ledger
+
+    params, project = _load(args)
+    loc = args.store or store_location(params, project)
+    if "://" not in loc and not Path(loc).exists():
+        print(f"no call store at {loc} yet: no model call has been made")
+        return 0
+    rows = open_store(loc).ledger()
+    if args.stage:
+        rows = [r for r in rows if r["stage"] == args.stage]
+    print(json.dumps(rows, indent=2) if args.json else format_ledger(rows))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from rubriclab.doctor import run_doctor
+
+    params, project = _load(args)
+    return run_doctor(params, project, check_embedded=not args.skip_embedded)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rubriclab",
+        description="rubriclab: rubric-conditioned LLM judges as measurement instruments.",
+    )
+    sub = parser.add_subparsers(dest="verb", required=True)
+
+    p = sub.add_parser("data", help="load sources, clean them and write seeded splits (the `data` stage)")
+    _common(p)
+    p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("calls", help="calls, tokens, cost, cache hits and failures per stage and role")
+    _common(p)
+    p.add_argument("--store", default=None, help="call store path or URL (default: llm.store)")
+    p.add_argument("--stage", default=None, help="only this stage")
+    p.add_argument("--json", action="store_true", help="print JSON rows")
+    p.set_defaults(func=cmd_calls)
+
+    p = sub.add_parser("doctor", help="configured models per role, whether their keys are set, embedded model check")
+    _common(p)
+    p.add_argument("--skip-embedded", action="store_true", help="do not load the embedded models")
+    p.set_defaults(func=cmd_doctor)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except RubricLabError as exc:
+        print(f"rubriclab {args.verb}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,64 @@
+"""params.yaml: loading, dotted overrides, and typed access with errors that name the key."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from rubriclab.errors import ConfigError, InputError
+
+
+def find_project_dir(start: Path | None = None) -> Path:
+    """The nearest folder (upwards from ``start``/cwd) holding params.yaml; cwd when none does."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "params.yaml").exists():
+            return folder
+    return here
+
+
+def load_params(path: str | Path | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
+    """Read params.yaml and apply ``a.b.c=value`` overrides (values parsed as YAML)."""
+    path = Path(path) if path else find_project_dir() / "params.yaml"
+    if not path.exists():
+        raise ConfigError(f"{path}: no params.yaml; run from the project folder or pass --params")
+    try:
+        params = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"invalid YAML ({getattr(exc, 'problem', exc)})", file=str(path),
+                         line=mark.line + 1 if mark else None, expected="a YAML mapping") from None
+    if not isinstance(params, dict):
+        raise InputError("top level is not a mapping", file=str(path), expected="a YAML mapping of sections")
+    for item in overrides or []:
+        set_dotted(params, item)
+    return params
+
+
+def set_dotted(params: dict[str, Any], assignment: str) -> None:
+    """Apply one ``a.b.c=value`` override in place."""
+    if "=" not in assignment:
+        raise ConfigError(f"override {assignment!r}: expected KEY.PATH=VALUE")
+    key, raw = assignment.split("=", 1)
+    node = params
+    parts = key.strip().split(".")
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"override {assignment!r}: {part} is not a section")
+    node[parts[-1]] = yaml.safe_load(raw)
+
+
+def get(params: dict[str, Any], dotted: str, default: Any = ...) -> Any:
+    """``params['a']['b']`` as ``get(params, 'a.b')``; a missing key without default names the key."""
+    node: Any = params
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            if default is ...:
+                raise ConfigError(f"params.yaml: missing key {dotted!r}")
+            return copy.deepcopy(default)
+        node = node[part]
+    return node

@@ -1,0 +1,47 @@
+"""Preference pairs: schema, A/B presentation, validation, source loaders, demo data and splits."""
+
+from __future__ import annotations
+
+from rubriclab.data._clean import DROP_REASONS, clean_pairs
+from rubriclab.data._io import read_pairs, read_rows, write_pairs, write_splits
+from rubriclab.data._loaders import DEMO_DOMAINS, LOADERS, LoadResult, load_source, load_source_detailed
+from rubriclab.data._parsers import ARENA_CATEGORY_FLAGS, FORMATS, parse_rows, render_messages
+from rubriclab.data._schema import Pair, present, present_both_orders, stable_hash, stable_id, swap_for
+from rubriclab.data._splits import (
+    PREMISE_SPLITS,
+    RIPD_SPLITS,
+    allocate,
+    bench_target_splits,
+    build_splits,
+    premise_splits,
+)
+
+__all__ = [
+    "ARENA_CATEGORY_FLAGS",
+    "DEMO_DOMAINS",
+    "DROP_REASONS",
+    "FORMATS",
+    "LOADERS",
+    "PREMISE_SPLITS",
+    "RIPD_SPLITS",
+    "LoadResult",
+    "Pair",
+    "allocate",
+    "bench_target_splits",
+    "build_splits",
+    "clean_pairs",
+    "load_source",
+    "load_source_detailed",
+    "parse_rows",
+    "premise_splits",
+    "present",
+    "present_both_orders",
+    "read_pairs",
+    "read_rows",
+    "render_messages",
+    "stable_hash",
+    "stable_id",
+    "swap_for",
+    "write_pairs",
+    "write_splits",
+]

@@ -1,0 +1,80 @@
+"""``rubriclab doctor``: what each role calls, whether its keys are set (never their values),
+and whether the embedded models load and answer."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from rubriclab.llm import panel, roles_from_params, store_location
+from rubriclab.llm._roles import RoleSpec
+
+
+def key_status(role: RoleSpec) -> tuple[bool, list[str]]:
+    """(keys present, names of missing env vars) for a role's model."""
+    import litellm
+
+    if role.model.startswith(("local/", "scripted/")):
+        return True, []
+    if role.api_key_env:
+        import os
+
+        return (bool(os.environ.get(role.api_key_env)), [] if os.environ.get(role.api_key_env) else [role.api_key_env])
+    try:
+        env = litellm.validate_environment(model=role.model)
+    except Exception as exc:  # noqa: BLE001 - unknown provider string
+        return False, [f"<unknown provider: {type(exc).__name__}>"]
+    return bool(env.get("keys_in_environment")), list(env.get("missing_keys") or [])
+
+
+def try_embedded_models(models: set[str]) -> list[tuple[str, bool, str]]:
+    """Load each embedded model and make one tiny call; (model, ok, detail)."""
+    import litellm
+
+    from rubriclab.llm import local_provider
+
+    local_provider()
+    out = []
+    for model in sorted(models):
+        t0 = time.perf_counter()
+        try:
+            if model == "local/minilm":
+                resp = litellm.embedding(model=model, input=["doctor"])
+                detail = f"embedding dim {len(resp.data[0]['embedding'])}"
+            else:
+                resp = litellm.completion(model=model, messages=[{"role": "user", "content": "Say OK."}],
+                                          max_tokens=4, temperature=0.0, num_retries=0)
+                detail = f"replied {resp.choices[0].message.content!r}"
+            out.append((model, True, f"{detail} in {time.perf_counter() - t0:.1f}s"))
+        except Exception as exc:  # noqa: BLE001 - reported, not raised
+            out.append((model, False, f"{type(exc).__name__}: {exc}"))
+    return out
+
+
+def run_doctor(params: dict[str, Any], project_dir: Path, check_embedded: bool = True) -> int:
+    """Print the report; 0 when every role can be called, 1 otherwise."""
+    roles = roles_from_params(params)
+    ok = True
+    print(f"project: {project_dir}")
+    print(f"call store: {store_location(params, project_dir)}")
+    print("roles:")
+    local_models: set[str] = set()
+    for spec in roles.values():
+        for member in panel(spec):
+            present, missing = key_status(member)
+            ok &= present
+            keys = "keys: ok" if present else f"keys MISSING: {', '.join(missing)}"
+            if member.model.startswith("local/"):
+                keys = "embedded (no key needed)"
+                local_models.add(member.model)
+            print(f"  {member.name:<14} {member.model:<36} {keys}")
+    if local_models:
+        if check_embedded:
+            print("embedded models:")
+            for model, good, detail in try_embedded_models(local_models):
+                ok &= good
+                print(f"  {model:<36} {'ok' if good else 'FAILED'}: {detail}")
+        print("note: the embedded SmolLM2-135M is at chance as a pairwise judge; its numbers are not findings.")
+    print("doctor: all checks passed" if ok else "doctor: some checks FAILED")
+    return 0 if ok else 1

@@ -1,0 +1,57 @@
+"""Error hierarchy. Every error says where the problem is and what was expected."""
+
+from __future__ import annotations
+
+
+class RubricLabError(Exception):
+    """Base class of every error rubriclab raises on purpose."""
+
+
+class ConfigError(RubricLabError):
+    """params.yaml (or an override) is missing a key or holds a value of the wrong kind."""
+
+
+class InputError(RubricLabError):
+    """A file, row or field is malformed.
+
+    The message is one line: ``<file>[:<line>][: field '<field>']: <problem>; expected <expectation>``.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+        expected: str | None = None,
+    ) -> None:
+        self.file, self.line, self.field, self.expected, self.problem = file, line, field, expected, problem
+        where = str(file) if file is not None else "<input>"
+        if line is not None:
+            where += f":{line}"
+        if field is not None:
+            where += f": field '{field}'"
+        msg = f"{where}: {problem}"
+        if expected:
+            msg += f"; expected {expected}"
+        super().__init__(msg)
+
+
+class TemplateError(InputError):
+    """A prompt or judge template lacks a required placeholder or has an unknown one."""
+
+
+class ModelCallError(RubricLabError):
+    """A model call failed for good (after the retry budget) or cannot be made."""
+
+
+class ParseFailure(RubricLabError):
+    """A model reply could not be parsed into the expected shape."""
+
+
+class MissingDependencyError(RubricLabError):
+    """An optional dependency is not installed."""
+
+    def __init__(self, what: str, package: str) -> None:
+        super().__init__(f"{what} requires optional dependencies. Install with: pip install {package}")

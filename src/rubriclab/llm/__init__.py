@@ -1,0 +1,57 @@
+"""The only door to models: litellm calls through one gateway with a call store, limits, retries,
+parsers, prompt templates, the embedded local provider and judge panels."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rubriclab.llm._embed import embed_texts
+from rubriclab.llm._gateway import CallRequest, CallResult, Gateway
+from rubriclab.llm._local import LocalProvider, local_provider, locate_model_file
+from rubriclab.llm._parsers import (
+    extract_json,
+    json_parser,
+    json_schema_of,
+    parse_pass_fail,
+    parse_verdict,
+    parse_yes_no,
+    score_parser,
+)
+from rubriclab.llm._providers import register_provider, registered_providers
+from rubriclab.llm._roles import ROLES, RoleSpec, panel, role_from_dict, roles_from_params
+from rubriclab.llm._scoring import yes_no_gap
+from rubriclab.llm._store import CallRecord, CallStore, SQLiteCallStore, call_key, open_store
+from rubriclab.llm._templates import PROMPTS, PromptTemplate, load_prompt, parse_prompt, register_prompt
+
+DEFAULT_STORE = ".rubriclab/calls.sqlite"
+
+
+def store_location(params: dict[str, Any], project_dir: Path) -> str:
+    """Where the call store lives: ``llm.store`` (path or URL), relative paths under the project."""
+    loc = str((params.get("llm") or {}).get("store") or DEFAULT_STORE)
+    if "://" in loc or Path(loc).is_absolute():
+        return loc
+    return str(project_dir / loc)
+
+
+def prepare_roles(roles: dict[str, RoleSpec | list[RoleSpec]]) -> None:
+    """Register in-process providers that the configured roles need (``local/...``)."""
+    if any(m.model.startswith("local/") for r in roles.values() for m in panel(r)):
+        local_provider()
+
+
+def gateway_from_params(params: dict[str, Any], stage: str, project_dir: Path, progress: bool = True) -> Gateway:
+    """A gateway on the project's call store, with providers for the configured roles registered."""
+    prepare_roles(roles_from_params(params))
+    return Gateway(open_store(store_location(params, project_dir)), stage=stage, progress=progress)
+
+
+__all__ = [
+    "CallRecord", "CallRequest", "CallResult", "CallStore", "DEFAULT_STORE", "Gateway", "LocalProvider", "PROMPTS",
+    "PromptTemplate", "ROLES", "RoleSpec", "SQLiteCallStore", "call_key", "embed_texts", "extract_json",
+    "gateway_from_params", "json_parser", "json_schema_of", "load_prompt", "local_provider", "locate_model_file",
+    "open_store", "panel", "parse_pass_fail", "parse_prompt", "parse_verdict", "parse_yes_no", "prepare_roles",
+    "register_prompt", "register_provider", "registered_providers", "role_from_dict", "roles_from_params",
+    "score_parser", "store_location", "yes_no_gap",
+]

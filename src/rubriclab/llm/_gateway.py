@@ -1,0 +1,261 @@
+"""The gateway: every model call goes through here (litellm + call store + limits + retries)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import litellm
+from tqdm.auto import tqdm
+
+from rubriclab.errors import ParseFailure
+from rubriclab.llm._limits import ModelLimiter
+from rubriclab.llm._retry import backoff_seconds, describe, is_retryable, retry_after_seconds
+from rubriclab.llm._roles import RoleSpec
+from rubriclab.llm._store import CallRecord, CallStore, call_key, public_params
+
+litellm.suppress_debug_info = True
+litellm.telemetry = False
+litellm.drop_params = True  # a provider that lacks `seed` or `top_p` still answers
+
+
+@dataclass
+class CallRequest:
+    """One logical model call: messages for a role, a sample index, and how to parse the reply."""
+
+    role: RoleSpec
+    messages: list[dict[str, Any]]
+    sample_index: int = 0
+    parser: Callable[[str], Any] | None = None
+    response_format: dict[str, Any] | None = None
+    logprobs: int | None = None  # top-k logprobs of the reply's tokens (e.g. Yes/No scoring)
+    tag: Any = None  # caller's bookkeeping (item id, criterion, ...); not part of the key
+
+    def params(self, attempt: int) -> dict[str, Any]:
+        params = self.role.decoding_params()
+        if self.response_format is not None:
+            params["response_format"] = self.response_format
+        if self.logprobs is not None:
+            params["logprobs"] = True
+            params["top_logprobs"] = self.logprobs
+        if self.role.temperature > 0:
+            # distinct samples must differ on providers that honour `seed`; parse re-asks too
+            params["seed"] = self.role.seed + 1009 * self.sample_index + attempt
+        return params
+
+    def key(self, attempt: int) -> str:
+        return call_key(self.role.model, self.messages, self.params(attempt), self.sample_index, attempt)
+
+
+@dataclass
+class CallResult:
+    """The outcome of one CallRequest. ``ok`` is False for transport failures and parse failures."""
+
+    request: CallRequest
+    ok: bool
+    text: str | None = None
+    value: Any = None
+    error: str | None = None
+    parse_error: str | None = None
+    cached: bool = False
+    attempts: int = 0  # provider calls or cache reads, parse re-asks included
+    retries: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    latency_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def tag(self) -> Any:
+        return self.request.tag
+
+
+class _BatchStats:
+    def __init__(self) -> None:
+        self.by_role: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+
+    def add(self, role: RoleSpec, **counts: float) -> None:
+        row = self.by_role[(role.name, role.model)]
+        for k, v in counts.items():
+            row[k] += v
+
+
+class Gateway:
+    """Runs batches of CallRequests through litellm with caching, limits, retries and a ledger.
+
+    ``stage`` labels every stored call and batch so ``rubriclab calls`` can account per stage.
+    """
+
+    def __init__(self, store: CallStore, stage: str = "adhoc", progress: bool = True) -> None:
+        self.store = store
+        self.stage = stage
+        self.progress = progress
+        self._limiters: dict[tuple[str, str | None], ModelLimiter] = {}
+
+    # -- public API -------------------------------------------------------------------------
+    def run(self, requests: Sequence[CallRequest], desc: str = "calls") -> list[CallResult]:
+        """Run a batch synchronously; results come back in request order."""
+        return asyncio.run(self.arun(requests, desc=desc))
+
+    async def arun(self, requests: Sequence[CallRequest], desc: str = "calls") -> list[CallResult]:
+        """Run a batch on the current event loop; results come back in request order."""
+        self._limiters = {}  # asyncio primitives belong to one loop
+        stats = _BatchStats()
+        started = time.time()
+        results: list[CallResult | None] = [None] * len(requests)
+        completed = False
+        bar = tqdm(total=len(requests), desc=f"{self.stage}:{desc}", disable=not self.progress or not requests,
+                   mininterval=0.5, leave=False)
+        try:
+            cached = self.store.get_ok([r.key(0) for r in requests])
+            pending: list[int] = []
+            for i, req in enumerate(requests):
+                rec = cached.get(req.key(0))
+                if rec is not None:
+                    res = self._from_record(req, rec, cached=True)
+                    if res.ok or res.parse_error is None or req.role.parse_retries == 0:
+                        results[i] = res
+                        stats.add(req.role, items=1, cache_hits=1, parse_failures=0 if res.ok else 1)
+                        bar.update(1)
+                        continue
+                pending.append(i)
+
+            async def one(i: int) -> None:
+                results[i] = await self._resolve(requests[i], stats, cached.get(requests[i].key(0)))
+                bar.update(1)
+
+            await asyncio.gather(*(one(i) for i in pending))
+            completed = True
+        finally:
+            bar.close()
+            self._record(stats, started, completed)
+        return results  # type: ignore[return-value]
+
+    # -- internals --------------------------------------------------------------------------
+    async def _resolve(self, req: CallRequest, stats: _BatchStats, first: CallRecord | None) -> CallResult:
+        total = CallResult(request=req, ok=False)
+        hits = fresh_retries = 0
+        for attempt in range(req.role.parse_retries + 1):
+            key = req.key(attempt)
+            rec = first if attempt == 0 else self.store.get_ok([key]).get(key)
+            hit = rec is not None
+            if rec is None:
+                rec = await self._call(req, attempt)
+            hits += hit
+            fresh_retries += 0 if hit else rec.retries
+            res = self._from_record(req, rec, cached=hit)
+            total.attempts += 1
+            total.retries += rec.retries
+            total.prompt_tokens += rec.prompt_tokens
+            total.completion_tokens += rec.completion_tokens
+            total.cost += rec.cost
+            total.latency_s += rec.latency_s
+            total.text, total.value, total.error, total.parse_error, total.extra = (
+                res.text, res.value, res.error, res.parse_error, res.extra)
+            total.ok = res.ok
+            if res.ok or res.parse_error is None:
+                break  # success, or a transport failure already retried by _call
+        total.cached = hits == total.attempts
+        stats.add(req.role, items=1, cache_hits=1 if total.cached else 0,
+                  provider_calls=total.attempts - hits, retries=fresh_retries,
+                  failures=1 if (not total.ok and total.parse_error is None) else 0,
+                  parse_failures=1 if total.parse_error else 0,
+                  prompt_tokens=0 if total.cached else total.prompt_tokens,
+                  completion_tokens=0 if total.cached else total.completion_tokens,
+                  cost=0.0 if total.cached else total.cost)
+        return total
+
+    def _from_record(self, req: CallRequest, rec: CallRecord, cached: bool) -> CallResult:
+        res = CallResult(request=req, ok=rec.status == "ok", text=rec.text, error=rec.error, cached=cached,
+                         attempts=1, retries=rec.retries, prompt_tokens=rec.prompt_tokens,
+                         completion_tokens=rec.completion_tokens, cost=rec.cost, latency_s=rec.latency_s,
+                         extra=rec.extra)
+        if res.ok and req.parser is not None:
+            try:
+                res.value = req.parser(rec.text or "")
+            except ParseFailure as exc:
+                res.ok, res.parse_error = False, str(exc)
+        elif res.ok:
+            res.value = rec.text
+        return res
+
+    def _limiter(self, role: RoleSpec) -> ModelLimiter:
+        key = (role.model, role.api_base)
+        lim = self._limiters.get(key)
+        if lim is None:
+            lim = self._limiters[key] = ModelLimiter(role.concurrency, role.rpm, role.tpm)
+        return lim
+
+    async def _call(self, req: CallRequest, attempt: int) -> CallRecord:
+        role = req.role
+        params = req.params(attempt)
+        key = req.key(attempt)
+        limiter = self._limiter(role)
+        est = _estimate_tokens(req.messages) + role.max_tokens
+        retries = 0
+        while True:
+            await limiter.acquire(est)
+            used: int | None = None
+            t0 = time.perf_counter()
+            try:
+                resp = await litellm.acompletion(
+                    model=role.model, messages=req.messages, timeout=role.timeout, num_retries=0, max_retries=0,
+                    **params, **role.transport_params(),
+                )
+                rec = _record_from_response(resp, req, key, attempt, self.stage, time.perf_counter() - t0, retries)
+                used = rec.prompt_tokens + rec.completion_tokens
+                self.store.put(rec)
+                return rec
+            except Exception as exc:  # noqa: BLE001 - classified below; nothing escapes unrecorded
+                if not is_retryable(exc) or retries >= role.max_retries:
+                    rec = CallRecord(key=key, model=role.model, role=role.name, stage=self.stage,
+                                     sample_index=req.sample_index, attempt=attempt, status="error",
+                                     error=describe(exc), latency_s=time.perf_counter() - t0, retries=retries,
+                                     request={"messages": req.messages, "params": public_params(params)})
+                    self.store.put(rec)
+                    return rec
+                delay = retry_after_seconds(exc)
+                if delay is None:
+                    delay = backoff_seconds(retries)
+            finally:
+                limiter.release(est, used)
+            retries += 1
+            await asyncio.sleep(delay)
+
+    def _record(self, stats: _BatchStats, started: float, completed: bool) -> None:
+        for (role, model), c in stats.by_role.items():
+            self.store.record_batch({
+                "stage": self.stage, "role": role, "model": model, "started_at": started,
+                "wall_s": time.time() - started, "completed": int(completed),
+                **{k: (float(v) if k == "cost" else int(v)) for k, v in c.items()},
+            })
+
+
+def _estimate_tokens(messages: list[dict[str, Any]]) -> int:
+    return sum(len(str(m.get("content", ""))) for m in messages) // 4 + 4 * len(messages)
+
+
+def _record_from_response(resp: Any, req: CallRequest, key: str, attempt: int, stage: str, latency: float,
+                          retries: int) -> CallRecord:
+    choice = resp.choices[0]
+    text = choice.message.content or ""
+    usage = getattr(resp, "usage", None)
+    extra: dict[str, Any] = {"finish_reason": getattr(choice, "finish_reason", None)}
+    logprobs = getattr(choice, "logprobs", None)
+    if logprobs is not None:
+        extra["logprobs"] = logprobs.model_dump() if hasattr(logprobs, "model_dump") else logprobs
+    hidden = getattr(resp, "_hidden_params", None) or {}
+    cost = hidden.get("response_cost") or 0.0
+    return CallRecord(
+        key=key, model=req.role.model, role=req.role.name, stage=stage, sample_index=req.sample_index,
+        attempt=attempt, status="ok", text=text, extra=extra,
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        cost=float(cost), latency_s=latency, retries=retries,
+        request={"messages": req.messages, "params": public_params(req.params(attempt))},
+    )

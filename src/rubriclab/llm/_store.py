@@ -1,0 +1,218 @@
+"""The call store: cache, resume point and ledger of every model call.
+
+One row per provider call, content-addressed by (model, messages, decoding params, sample index,
+parse attempt). Errors are recorded too (for the ledger) but never served as cache hits.
+Backends sit behind ``open_store`` so a PostgreSQL store can join without touching callers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from rubriclab.errors import ConfigError
+
+# Request params that never enter a key or the stored request: secrets and transport details.
+_NOT_KEYED = {"api_key", "api_base", "base_url", "timeout", "num_retries", "max_retries", "extra_headers"}
+
+
+def call_key(model: str, messages: list[dict], params: dict[str, Any], sample_index: int, attempt: int) -> str:
+    """Content address of one provider call."""
+    payload = {
+        "model": model,
+        "messages": messages,
+        "params": {k: v for k, v in params.items() if k not in _NOT_KEYED},
+        "sample": sample_index,
+        "attempt": attempt,
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def public_params(params: dict[str, Any]) -> dict[str, Any]:
+    """Params safe to store and log (no keys, no endpoints)."""
+    return {k: v for k, v in params.items() if k not in _NOT_KEYED}
+
+
+@dataclass
+class CallRecord:
+    key: str
+    model: str
+    role: str
+    stage: str
+    sample_index: int
+    attempt: int
+    status: str  # "ok" | "error"
+    text: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # e.g. logprobs, finish_reason
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    latency_s: float = 0.0
+    retries: int = 0
+    error: str | None = None
+    request: dict[str, Any] = field(default_factory=dict)
+    created_at: float = field(default_factory=time.time)
+
+
+class CallStore(Protocol):
+    """What the gateway needs from a store backend."""
+
+    def get_ok(self, keys: list[str]) -> dict[str, CallRecord]: ...
+    def put(self, record: CallRecord) -> None: ...
+    def record_batch(self, summary: dict[str, Any]) -> None: ...
+    def ledger(self) -> list[dict[str, Any]]: ...
+    def get_embeddings(self, model: str, texts: list[str]) -> dict[str, list[float]]: ...
+    def put_embeddings(self, model: str, vectors: dict[str, list[float]]) -> None: ...
+    def close(self) -> None: ...
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS calls (
+  key TEXT PRIMARY KEY, model TEXT, role TEXT, stage TEXT, sample_index INTEGER, attempt INTEGER,
+  status TEXT, text TEXT, extra TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, cost REAL,
+  latency_s REAL, retries INTEGER, error TEXT, request TEXT, created_at REAL);
+CREATE INDEX IF NOT EXISTS calls_stage_role ON calls(stage, role);
+CREATE TABLE IF NOT EXISTS batches (
+  id INTEGER PRIMARY KEY AUTOINCREMENT, stage TEXT, role TEXT, model TEXT, started_at REAL, wall_s REAL,
+  items INTEGER, cache_hits INTEGER, provider_calls INTEGER, retries INTEGER, failures INTEGER,
+  parse_failures INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cost REAL, completed INTEGER);
+CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, model TEXT, vector TEXT);
+"""
+
+
+class SQLiteCallStore:
+    """SQLite backend (one machine). WAL mode: a killed writer loses at most the call in flight."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def get_ok(self, keys: list[str]) -> dict[str, CallRecord]:
+        out: dict[str, CallRecord] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                rows = self._db.execute(
+                    f"SELECT key, model, role, stage, sample_index, attempt, status, text, extra, prompt_tokens,"
+                    f" completion_tokens, cost, latency_s, retries, error FROM calls"
+                    f" WHERE status='ok' AND key IN ({marks})",
+                    chunk,
+                ).fetchall()
+                for r in rows:
+                    out[r[0]] = CallRecord(
+                        key=r[0], model=r[1], role=r[2], stage=r[3], sample_index=r[4], attempt=r[5],
+                        status=r[6], text=r[7], extra=json.loads(r[8] or "{}"), prompt_tokens=r[9],
+                        completion_tokens=r[10], cost=r[11], latency_s=r[12], retries=r[13], error=r[14],
+                    )
+        return out
+
+    def put(self, record: CallRecord) -> None:
+        row = (
+            record.key, record.model, record.role, record.stage, record.sample_index, record.attempt,
+            record.status, record.text, json.dumps(record.extra, default=str), record.prompt_tokens,
+            record.completion_tokens, record.cost, record.latency_s, record.retries, record.error,
+            json.dumps(record.request, ensure_ascii=False, default=str), record.created_at,
+        )
+        with self._lock:
+            # an ok row is never replaced by a later error for the same key
+            self._db.execute(
+                "INSERT INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO UPDATE SET"
+                " status=excluded.status, text=excluded.text, extra=excluded.extra,"
+                " prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens,"
+                " cost=excluded.cost, latency_s=excluded.latency_s, retries=excluded.retries,"
+                " error=excluded.error, created_at=excluded.created_at WHERE calls.status != 'ok'",
+                row,
+            )
+
+    def record_batch(self, summary: dict[str, Any]) -> None:
+        cols = [
+            "stage", "role", "model", "started_at", "wall_s", "items", "cache_hits", "provider_calls", "retries",
+            "failures", "parse_failures", "prompt_tokens", "completion_tokens", "cost", "completed",
+        ]
+        with self._lock:
+            self._db.execute(
+                f"INSERT INTO batches ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",
+                [summary.get(c, 0) for c in cols],
+            )
+
+    def ledger(self) -> list[dict[str, Any]]:
+        """Per (stage, role): provider calls, tokens, cost, retries, failures (from the call rows) and
+        cache hits / parse failures (from batch summaries)."""
+        with self._lock:
+            calls = self._db.execute(
+                "SELECT stage, role, COUNT(*), SUM(status='ok'), SUM(status='error'), SUM(prompt_tokens),"
+                " SUM(completion_tokens), SUM(cost), SUM(retries) FROM calls GROUP BY stage, role"
+            ).fetchall()
+            batches = self._db.execute(
+                "SELECT stage, role, COUNT(*), SUM(items), SUM(cache_hits), SUM(parse_failures), SUM(completed=0)"
+                " FROM batches GROUP BY stage, role"
+            ).fetchall()
+        rows: dict[tuple[str, str], dict[str, Any]] = {}
+        for stage, role, n, ok, err, pt, ct, cost, retries in calls:
+            rows[(stage, role)] = {
+                "stage": stage, "role": role, "calls": n, "ok": ok or 0, "failed": err or 0,
+                "prompt_tokens": pt or 0, "completion_tokens": ct or 0, "cost": cost or 0.0, "retries": retries or 0,
+            }
+        for stage, role, nb, items, hits, pfail, interrupted in batches:
+            row = rows.setdefault(
+                (stage, role),
+                {"stage": stage, "role": role, "calls": 0, "ok": 0, "failed": 0, "prompt_tokens": 0,
+                 "completion_tokens": 0, "cost": 0.0, "retries": 0},
+            )
+            row.update(batches=nb, items=items or 0, cache_hits=hits or 0, parse_failures=pfail or 0,
+                       interrupted_batches=interrupted or 0)
+        for row in rows.values():
+            for k in ("batches", "items", "cache_hits", "parse_failures", "interrupted_batches"):
+                row.setdefault(k, 0)
+        return sorted(rows.values(), key=lambda r: (r["stage"] or "", r["role"] or ""))
+
+    def get_embeddings(self, model: str, texts: list[str]) -> dict[str, list[float]]:
+        keys = {_embed_key(model, t): t for t in texts}
+        out: dict[str, list[float]] = {}
+        with self._lock:
+            items = list(keys)
+            for start in range(0, len(items), 500):
+                chunk = items[start : start + 500]
+                marks = ",".join("?" * len(chunk))
+                for key, vec in self._db.execute(f"SELECT key, vector FROM embeddings WHERE key IN ({marks})", chunk):
+                    out[keys[key]] = json.loads(vec)
+        return out
+
+    def put_embeddings(self, model: str, vectors: dict[str, list[float]]) -> None:
+        rows = [(_embed_key(model, t), model, json.dumps(v)) for t, v in vectors.items()]
+        with self._lock:
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?,?,?)", rows)
+            self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def _embed_key(model: str, text: str) -> str:
+    return hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest()
+
+
+def open_store(location: str | Path) -> CallStore:
+    """Open a call store: a path or ``sqlite:///path`` (one machine). PostgreSQL is planned."""
+    loc = str(location)
+    if loc.startswith("sqlite:///"):
+        return SQLiteCallStore(loc[len("sqlite:///") :])
+    if "://" in loc:
+        scheme = loc.split("://", 1)[0]
+        raise ConfigError(f"llm.store: unsupported call store URL scheme {scheme!r}; expected a path or sqlite:///PATH")
+    return SQLiteCallStore(loc)

@@ -1,0 +1,160 @@
+"""Read and write rubric sets and judge templates (JSON, YAML, markdown)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from rubriclab.errors import InputError
+from rubriclab.rubrics._importers import from_criteria_list, from_markdown, rubric_set_from_template
+from rubriclab.rubrics._records import RubricSet
+from rubriclab.rubrics._template import JudgeTemplate, template_from_dict
+
+_JSON = (".json",)
+_YAML = (".yaml", ".yml")
+_MARKDOWN = (".md", ".markdown", ".txt")
+
+
+class _BlockDumper(yaml.SafeDumper):
+    """Multi-line strings (templates, long descriptions) as ``|`` blocks so saved YAML stays readable."""
+
+
+def _str_representer(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_BlockDumper.add_representer(str, _str_representer)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    # A killed run must not leave a half-written rubric behind for the next DVC stage.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def dump_data(data: object, path: str | Path) -> None:
+    """Write plain data as JSON or YAML by ``path``'s extension, keys in insertion order."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix in _JSON:
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    elif suffix in _YAML:
+        text = yaml.dump(data, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True, width=100)
+    else:
+        raise InputError(
+            f"cannot write a {suffix or 'suffix-less'} file", file=str(path), expected=".json, .yaml or .yml"
+        )
+    _write_atomic(path, text)
+
+
+def _parse(text: str, path: Path, kind: str) -> object:
+    if kind == "json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"invalid JSON ({exc.msg})", file=str(path), line=exc.lineno, expected="valid JSON"
+            ) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or "parse error"
+        raise InputError(
+            f"invalid YAML ({problem})", file=str(path), line=mark.line + 1 if mark else None, expected="valid YAML"
+        ) from None
+
+
+def _read(path: str | Path) -> tuple[Path, str]:
+    path = Path(path)
+    try:
+        return path, path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file not found", file=str(path), expected="an existing rubric file") from None
+    except UnicodeDecodeError:
+        raise InputError("file is not UTF-8 text", file=str(path), expected="a UTF-8 text file") from None
+
+
+def _kind(path: Path, text: str) -> str:
+    suffix = path.suffix.lower()
+    if suffix in _JSON:
+        return "json"
+    if suffix in _YAML:
+        return "yaml"
+    if suffix in _MARKDOWN:
+        return "markdown"
+    return "json" if text.lstrip()[:1] in ("{", "[") else "markdown"
+
+
+def save_rubric_set(rs: RubricSet, path: str | Path) -> Path:
+    """Write ``rs`` to ``.json`` or ``.yaml``/``.yml``; returns the path."""
+    dump_data(rs.to_dict(), path)
+    return Path(path)
+
+
+def load_rubric_set(path: str | Path) -> RubricSet:
+    """Read a rubric set written by :func:`save_rubric_set`."""
+    path, text = _read(path)
+    kind = _kind(path, text)
+    if kind == "markdown":
+        raise InputError(
+            f"cannot read a rubric set from {path.suffix or 'a suffix-less file'}",
+            file=str(path),
+            expected=".json, .yaml or .yml (use load_rubric_file for markdown lists)",
+        )
+    return RubricSet.from_dict(_parse(text, path, kind), file=str(path))
+
+
+def save_template(template: JudgeTemplate, path: str | Path) -> Path:
+    """Write ``template`` as ``{"name", "template"}`` JSON or YAML."""
+    dump_data(template.to_dict(), path)
+    return Path(path)
+
+
+def load_template(path: str | Path) -> JudgeTemplate:
+    """Read a judge template file ``{"name", "template"}``; errors name the file."""
+    path, text = _read(path)
+    kind = _kind(path, text)
+    return template_from_dict(_parse(text, path, "yaml" if kind == "yaml" else "json"), file=str(path))
+
+
+def load_rubric_file(path: str | Path, *, name: str | None = None, source: str | None = None) -> RubricSet:
+    """Load any supported rubric file as a RubricSet.
+
+    Dispatch: a saved rubric set (object with ``criteria``), a judge template (object with ``template``),
+    a JSON/YAML list of criteria, or a markdown list. ``name`` defaults to the file stem for lists.
+    """
+    path, text = _read(path)
+    kind = _kind(path, text)
+    default_name = name or path.stem
+    if kind == "markdown":
+        return from_markdown(text, default_name, source or "imported", file=str(path), provenance={"file": path.name})
+    data = _parse(text, path, kind)
+    if isinstance(data, dict) and "criteria" in data:
+        rs = RubricSet.from_dict(data, file=str(path))
+    elif isinstance(data, dict) and "template" in data:
+        rs = rubric_set_from_template(template_from_dict(data, file=str(path)))
+    elif isinstance(data, list):
+        return from_criteria_list(
+            data, default_name, source or "imported", file=str(path), provenance={"file": path.name}
+        )
+    else:
+        raise InputError(
+            f"unrecognised rubric file content ({type(data).__name__})",
+            file=str(path),
+            expected='a rubric set {"name", "criteria"}, a template {"name", "template"}, a list of criteria or a markdown list',
+        )
+    changes = {k: v for k, v in (("name", name), ("source", source)) if v}
+    return rs.with_criteria(rs.criteria, **changes) if changes else rs

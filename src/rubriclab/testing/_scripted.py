@@ -1,0 +1,80 @@
+"""Scripted litellm providers: replies chosen by a function of the prompt. For tests and users' own
+checks of a stage's logic without a real model."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import litellm
+
+from rubriclab.llm._providers import register_provider
+
+Script = Callable[[list[dict[str, Any]], dict[str, Any]], "str | dict[str, Any]"]
+
+
+class ScriptedProvider(litellm.CustomLLM):
+    """Serves ``scripted/<name>`` models. A script returns the reply text, or a dict with ``text``
+    and optionally ``logprobs`` (OpenAI shape) / ``usage``; raising an exception fails the call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.scripts: dict[str, Script] = {}
+        self.calls: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def completion(self, model: str, messages: list, *args: Any, optional_params: dict | None = None,
+                   **kwargs: Any) -> litellm.ModelResponse:
+        name = model.split("/", 1)[-1]
+        if name not in self.scripts:
+            raise litellm.NotFoundError(f"no script registered for scripted/{name}; known: {sorted(self.scripts)}",
+                                        model=model, llm_provider="scripted")
+        with self._lock:
+            self.calls[name] += 1
+        out = self.scripts[name](messages, dict(optional_params or {}))
+        if isinstance(out, str):
+            out = {"text": out}
+        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
+                                  "message": {"role": "assistant", "content": out["text"]}}
+        if out.get("logprobs") is not None:
+            choice["logprobs"] = out["logprobs"]
+        n_in = sum(len(str(m.get("content", "")).split()) for m in messages)
+        usage = out.get("usage") or {"prompt_tokens": n_in, "completion_tokens": len(out["text"].split()),
+                                     "total_tokens": n_in + len(out["text"].split())}
+        return litellm.ModelResponse(id=f"scripted-{uuid.uuid4().hex[:12]}", created=int(time.time()),
+                                     model=f"scripted/{name}", object="chat.completion", choices=[choice],
+                                     usage=usage)
+
+    async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> litellm.ModelResponse:
+        return self.completion(model, messages, *args, **kwargs)
+
+
+_provider: ScriptedProvider | None = None
+
+
+def scripted_provider() -> ScriptedProvider:
+    """The process-wide scripted provider (registered with litellm on first use)."""
+    global _provider
+    if _provider is None:
+        _provider = ScriptedProvider()
+        register_provider("scripted", _provider)
+    return _provider
+
+
+def scripted_model(name: str, script: Script) -> str:
+    """Register ``script`` and return its model string ``scripted/<name>``."""
+    scripted_provider().scripts[name] = script
+    scripted_provider().calls.pop(name, None)
+    return f"scripted/{name}"
+
+
+def last_user_text(messages: list[dict[str, Any]]) -> str:
+    """The content of the last user message (what most scripts key their reply on)."""
+    for m in reversed(messages):
+        if m.get("role") == "user":
+            return str(m.get("content", ""))
+    return ""

@@ -1,0 +1,136 @@
+"""The gateway against the fake OpenAI-compatible server through litellm's `openai/` provider:
+faults are retried by the one retry layer, results match a fault-free run, and a SIGKILLed batch
+resumes without repeating a finished call."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store, parse_verdict
+from rubriclab.testing import FakeOpenAIServer, FaultPlan
+
+
+def verdict_responder(body: dict) -> str:
+    text = body["messages"][-1]["content"]
+    digit = int(hashlib.sha1(text.encode()).hexdigest(), 16) % 2
+    return f"Comparing both answers... [[{'AB'[digit]}]]"
+
+
+def _requests(url: str, n: int, concurrency: int = 64, timeout: float = 1.0) -> list[CallRequest]:
+    role = RoleSpec(name="judge", model="openai/fake-judge", api_base=url, concurrency=concurrency, timeout=timeout,
+                    max_retries=4, parse_retries=2)
+    return [CallRequest(role=role, messages=[{"role": "user", "content": f"pair {i}: which is better?"}],
+                        parser=parse_verdict) for i in range(n)]
+
+
+@pytest.fixture
+def fake_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-test")
+
+
+@pytest.mark.timeout(240)
+def test_thousand_calls_with_30pct_faults_complete_exactly_once(tmp_path, fake_key, monkeypatch):
+    monkeypatch.setattr("rubriclab.llm._gateway.backoff_seconds", lambda retry: 0.05 * (retry + 1))
+    n = 1000
+    with FakeOpenAIServer(latency=0.01, responder=verdict_responder) as clean:
+        expected = Gateway(open_store(tmp_path / "clean.sqlite"), stage="clean", progress=False).run(
+            _requests(clean.url, n))
+    assert all(r.ok for r in expected)
+
+    plan = FaultPlan(rate=0.3, seed=7, retry_after=0.05, hang_seconds=3.0)
+    store = open_store(tmp_path / "faulty.sqlite")
+    with FakeOpenAIServer(latency=0.01, responder=verdict_responder, faults=plan) as server:
+        results = Gateway(store, stage="faulty", progress=False).run(_requests(server.url, n))
+        stats = server.stats()
+
+    faults = stats["faults"]
+    assert sum(faults.values()) > 0.2 * n  # the plan really faulted ~30%
+    assert set(faults) == {"429", "500", "hang", "garbage", "truncated", "drop"}
+    assert all(r.ok for r in results), [r.error or r.parse_error for r in results if not r.ok][:3]
+    assert [r.value for r in results] == [r.value for r in expected]
+    # exactly once: one stored ok reply per item at attempt 0, plus one re-ask per garbage reply
+    rows = store._db.execute("SELECT attempt, COUNT(*) FROM calls WHERE status='ok' GROUP BY attempt").fetchall()
+    assert dict(rows) == {0: n, 1: faults["garbage"]}
+    ledger = next(r for r in store.ledger() if r["stage"] == "faulty")
+    transport_faults = sum(v for k, v in faults.items() if k != "garbage")
+    assert ledger["retries"] == transport_faults  # every transport fault retried once, by our layer only
+    assert ledger["parse_failures"] == 0 and ledger["failed"] == 0
+    assert stats["requests"] == n + sum(faults.values())  # litellm/openai made no hidden retries
+
+
+_CHILD = textwrap.dedent("""
+    import os, sys
+    from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store, parse_verdict
+    url, path, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    role = RoleSpec(name="judge", model="openai/fake-judge", api_base=url, concurrency=4, timeout=5)
+    reqs = [CallRequest(role=role, messages=[{"role": "user", "content": f"pair {i}"}], parser=parse_verdict)
+            for i in range(n)]
+    Gateway(open_store(path), stage="killed", progress=False).run(reqs)
+""")
+
+
+@pytest.mark.timeout(180)
+def test_sigkilled_batch_resumes_without_repeating_finished_calls(tmp_path, fake_key):
+    n = 200
+    path = tmp_path / "calls.sqlite"
+    with FakeOpenAIServer(latency=0.05, responder=verdict_responder) as server:
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, server.url, str(path), str(n)],
+                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.time() + 120
+        done_before = 0
+        while time.time() < deadline and child.poll() is None:
+            if path.exists():
+                try:
+                    probe = open_store(path)
+                    done_before = probe._db.execute("SELECT COUNT(*) FROM calls WHERE status='ok'").fetchone()[0]
+                    probe.close()
+                except Exception:  # noqa: BLE001 - the child may hold a write lock for a moment
+                    pass
+            if done_before >= 40:
+                break
+            time.sleep(0.05)
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        assert 40 <= done_before < n, "the child should be killed midway"
+
+        store = open_store(path)
+        finished = {k for (k,) in store._db.execute("SELECT key FROM calls WHERE status='ok'")}
+        before = server.stats()["attempts"]
+        reqs = [CallRequest(role=RoleSpec(name="judge", model="openai/fake-judge", api_base=server.url,
+                                          concurrency=4, timeout=5),
+                            messages=[{"role": "user", "content": f"pair {i}"}], parser=parse_verdict)
+                for i in range(n)]
+        results = Gateway(store, stage="killed", progress=False).run(reqs)
+        after = server.stats()["attempts"]
+
+    assert all(r.ok for r in results)
+    resent = sum(after.values()) - sum(before.values())
+    assert resent == n - len(finished)  # only unfinished items reached the server again
+    assert sum(r.cached for r in results) == len(finished)
+    assert len(finished) >= done_before
+
+
+@pytest.mark.timeout(60)
+def test_429_waits_for_retry_after_not_backoff(tmp_path, fake_key, monkeypatch):
+    seen = []
+
+    def huge_backoff(retry):
+        seen.append(retry)
+        return 30.0
+
+    monkeypatch.setattr("rubriclab.llm._gateway.backoff_seconds", huge_backoff)
+    plan = FaultPlan(rate=1.0, kinds=("429",), retry_after=0.05)
+    with FakeOpenAIServer(responder=verdict_responder, faults=plan) as server:
+        t0 = time.perf_counter()
+        results = Gateway(open_store(tmp_path / "c.sqlite"), progress=False).run(_requests(server.url, 20))
+        elapsed = time.perf_counter() - t0
+    assert all(r.ok and r.retries == 1 for r in results)
+    assert not seen and elapsed < 20  # the server's Retry-After was used, never the 30 s backoff

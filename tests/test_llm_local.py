@@ -1,0 +1,71 @@
+"""The embedded provider: real SmolLM2 (llama.cpp) and MiniLM, offline, through litellm."""
+
+from __future__ import annotations
+
+import litellm
+import numpy as np
+import pytest
+
+from rubriclab.llm import CallRequest, RoleSpec, embed_texts, json_parser, local_provider, yes_no_gap
+
+
+@pytest.fixture(scope="module", autouse=True)
+def provider():
+    return local_provider()
+
+
+def test_completion_is_deterministic_at_t0_and_cached(gateway):
+    role = RoleSpec(name="judge", model="local/smollm2-135m", max_tokens=8)
+    req = CallRequest(role=role, messages=[{"role": "user", "content": "Say hello."}])
+    a = gateway.run([req])[0]
+    direct = litellm.completion(model="local/smollm2-135m", messages=req.messages, max_tokens=8, temperature=0.0)
+    assert a.ok and a.text and a.text == direct.choices[0].message.content
+    assert a.prompt_tokens > 0 and a.completion_tokens > 0
+    assert gateway.run([req])[0].cached
+
+
+def test_samples_at_t_positive_differ_by_sample_index(gateway):
+    role = RoleSpec(name="generator", model="local/smollm2-135m", max_tokens=12, temperature=1.0)
+    reqs = [CallRequest(role=role, messages=[{"role": "user", "content": "Write a random word."}], sample_index=i)
+            for i in range(4)]
+    texts = [r.text for r in gateway.run(reqs)]
+    assert len(set(texts)) > 1
+
+
+def test_json_schema_constrained_decoding(gateway):
+    schema = {"type": "object", "properties": {"verdict": {"type": "string", "enum": ["A", "B"]}},
+              "required": ["verdict"]}
+    role = RoleSpec(name="judge", model="local/smollm2-135m", max_tokens=20)
+    req = CallRequest(role=role, messages=[{"role": "user", "content": "Is A or B better? Answer in JSON."}],
+                      response_format={"type": "json_object", "schema": schema}, parser=json_parser())
+    res = gateway.run([req])[0]
+    assert res.ok and res.value["verdict"] in {"A", "B"}
+
+
+def test_yes_no_logit_mode(gateway):
+    role = RoleSpec(name="judge", model="local/smollm2-135m", max_tokens=1)
+    req = CallRequest(role=role, messages=[{"role": "user", "content": "Is the sky blue? Answer Yes or No."}],
+                      logprobs=20)
+    res = gateway.run([req])[0]
+    top = res.extra["logprobs"]["content"][0]["top_logprobs"]
+    assert len(top) == 20 and all(t["logprob"] <= 0 for t in top)
+    probs = np.exp([t["logprob"] for t in top])
+    assert probs.sum() <= 1.0 + 1e-6
+    assert isinstance(yes_no_gap(res.extra), float)
+
+
+def test_unknown_local_model_lists_the_available_ones(gateway):
+    res = gateway.run([CallRequest(role=RoleSpec(name="judge", model="local/gpt-9"),
+                                   messages=[{"role": "user", "content": "hi"}])])[0]
+    assert not res.ok and "local/smollm2-135m" in res.error
+
+
+def test_embeddings_offline_normalised_and_cached(store):
+    role = RoleSpec(name="embedder", model="local/minilm")
+    texts = ["The answer is accurate.", "The response is factually correct.", "I like turtles."]
+    m = embed_texts(texts, role, store, progress=False)
+    assert m.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(m, axis=1), 1.0)
+    assert m[0] @ m[1] > m[0] @ m[2]  # paraphrases are closer than an unrelated sentence
+    assert len(store.get_embeddings("local/minilm", texts)) == 3
+    assert np.allclose(embed_texts(texts, role, store, progress=False), m)
