@@ -43,9 +43,18 @@ def test_samples_at_positive_temperature_are_distinct_calls(gateway):
 
 def test_unparseable_reply_is_reasked_then_recorded_not_coerced(gateway):
     replies = iter(["I think A is better", "Answer: B", "[[B]]"])
-    model = scripted_model("flaky", lambda m, p: next(replies))
+    seen = []
+
+    def flaky(m, p):
+        seen.append(m)
+        return next(replies)
+
+    model = scripted_model("flaky", flaky)
     res = gateway.run([_req(model, "q", parser=parse_verdict, parse_retries=2)])[0]
     assert res.ok and res.value == "B" and res.attempts == 3
+    # a re-ask shows the model its unusable reply and what was wrong with it
+    assert seen[1][-2] == {"role": "assistant", "content": "I think A is better"}
+    assert "no verdict" in seen[1][-1]["content"] and seen[2][-2]["content"] == "Answer: B"
 
     model = scripted_model("garbage", lambda m, p: "A is better, obviously")
     res = gateway.run([_req(model, "q2", parser=parse_verdict, parse_retries=1)])[0]

@@ -32,6 +32,19 @@ def cmd_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_discover(args: argparse.Namespace) -> int:
+    from rubriclab.stages.discover import run_discover_stage
+
+    params, project = _load(args)
+    out = run_discover_stage(params, project, args.dataset, args.k)
+    for name, path in sorted(out["written"].items()):
+        print(f"{name:<28} {path}")
+    m = out["metrics"]
+    print(f"K discovered={m['k_discovered']} pref_repaired={m['k_pref_repaired']} from {m['candidates']} candidates "
+          f"({m['pairs_failed']} of {m['pairs']} pairs unparseable)")
+    return 0
+
+
 def cmd_calls(args: argparse.Namespace) -> int:
     from rubriclab.llm import open_store, store_location
     from rubriclab.reporting import format_ledger
@@ -65,6 +78,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("data", help="load sources, clean them and write seeded splits (the `data` stage)")
     _common(p)
     p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("discover", help="discover rubrics from a dataset's extraction split (the `discover` stage)")
+    _common(p)
+    p.add_argument("--dataset", required=True, help="a source name under data.premise.sources")
+    p.add_argument("--k", type=int, default=None, help="final rubric size K (default: discover.k)")
+    p.set_defaults(func=cmd_discover)
 
     p = sub.add_parser("calls", help="calls, tokens, cost, cache hits and failures per stage and role")
     _common(p)

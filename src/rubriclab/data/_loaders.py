@@ -63,13 +63,16 @@ def load_demo(spec: dict, base_dir: Path, name: str) -> LoadResult:
     domain = spec.get("domain")
     if domain is not None and domain not in DEMO_DOMAINS:
         raise ConfigError(f"{where}.domain: unknown demo domain '{domain}'; expected one of: {', '.join(DEMO_DOMAINS)}")
-    rows, drops, sources = [], Counter(), []
+    result = LoadResult("rubriclab/data/demo", [])
     for d in [domain] if domain else list(DEMO_DOMAINS):
-        res = resources.files("rubriclab.data").joinpath("demo", f"{d}.jsonl")
         label = f"rubriclab/data/demo/{d}.jsonl"
-        rows.extend(_jsonl_rows(res.read_text(encoding="utf-8"), Path(label)))
-        sources.append(label)
-    return _finish(rows, drops, ",".join(sources), None)
+        text = resources.files("rubriclab.data").joinpath("demo", f"{d}.jsonl").read_text(encoding="utf-8")
+        part = _finish(_jsonl_rows(text, Path(label)), Counter(), label, None)
+        result.pairs += part.pairs
+        result.drops.update(part.drops)
+        result.source = label if domain else result.source
+    result.available = len(result.pairs)
+    return result
 
 
 def load_hf(spec: dict, base_dir: Path, name: str) -> LoadResult:
@@ -89,7 +92,9 @@ def load_hf(spec: dict, base_dir: Path, name: str) -> LoadResult:
         files = data_files if isinstance(data_files, list) else [data_files]
         # a path that exists locally is resolved against the project; others stay hub-relative
         data_files = [str(_resolve(f, base_dir)) if _resolve(f, base_dir).exists() else f for f in files]
-    source = f"hf:{path}" + (f"/{hub_name}" if hub_name else "") + (f":{spec['data_dir']}" if spec.get("data_dir") else "")
+    source = (
+        f"hf:{path}" + (f"/{hub_name}" if hub_name else "") + (f":{spec['data_dir']}" if spec.get("data_dir") else "")
+    )
     source += f"[{split}]"
 
     import datasets
@@ -114,7 +119,9 @@ def load_hf(spec: dict, base_dir: Path, name: str) -> LoadResult:
     ds = ds.select_columns([c for c in fmt.columns if c in ds.column_names])
     opts = _format_opts(spec, fmt.name)
     if fmt.name == "hh_rlhf":
-        opts.setdefault("id_prefix", f"hh-{spec.get('data_dir') or hub_name or 'all'}-{split}-")
+        # e.g. hh-harmless-base-test-00042: subset, split and row index
+        subset = Path(spec["data_dir"]).name if spec.get("data_dir") else hub_name or "all"
+        opts.setdefault("id_prefix", f"hh-{subset}-{split}-")
     parsed, drops = parse_rows(fmt.name, enumerate(ds), columns=ds.column_names, source=source, **opts)
     return _finish(parsed, drops, source, None)
 
@@ -128,7 +135,9 @@ def load_rmb(spec: dict, base_dir: Path, name: str) -> LoadResult:
     root = _resolve(spec["path"], base_dir)
     files = sorted(root.glob(spec.get("pattern", "**/*.json"))) if root.is_dir() else [root]
     if not files:
-        raise InputError("no RMB files found", file=str(root), expected=f"files matching {spec.get('pattern', '**/*.json')}")
+        raise InputError(
+            "no RMB files found", file=str(root), expected=f"files matching {spec.get('pattern', '**/*.json')}"
+        )
     parsed, drops = [], Counter()
     for f in files:
         rows = read_rows(f)

@@ -422,6 +422,7 @@ def parse_rows(
     ``columns`` are the source's column names: a required one missing is an InputError naming it.
     """
     f = get_format(fmt)
+    columns = list(columns)
     require_columns(columns, f.required, file=source)
     defaults = format_options(fmt)
     unknown = sorted(set(options) - set(defaults))
@@ -430,6 +431,9 @@ def parse_rows(
             f"dataset '{fmt}' got unknown option(s) {', '.join(unknown)}; expected some of: {', '.join(defaults)}"
         )
     opts = {**defaults, **{k: v for k, v in options.items() if v is not None}}
+    if opts.get("category") and "category_tag" not in columns:
+        # filtering on a column that is absent would silently drop every row
+        require_columns(columns, ["category_tag"], file=source)
     if fmt == "pku_saferlhf" and opts["preference"] not in ("safer", "better"):
         raise ConfigError(f"pku_saferlhf preference '{opts['preference']}'; expected one of: safer, better")
     out: list[tuple[int, dict]] = []

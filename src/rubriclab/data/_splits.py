@@ -101,7 +101,10 @@ def bench_target_splits(
     bench_pairs = list(bench_pairs)
     bench_ids = {p.id for p in bench_pairs}
     target_pairs = [p for p in target_pairs if p.id not in bench_ids]
-    out = {"bench": _split(bench_pairs, sizes, seed, "ripd-bench"), "target": _split(target_pairs, sizes, seed, "ripd-target")}
+    out = {
+        "bench": _split(bench_pairs, sizes, seed, "ripd-bench"),
+        "target": _split(target_pairs, sizes, seed, "ripd-target"),
+    }
     _assert_disjoint([*out["bench"].values(), *out["target"].values()])
     return out
 
@@ -146,7 +149,9 @@ def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = 
         needed += [cfg["bench"], cfg["target"]]
     for name in needed:
         if name not in sources:
-            raise ConfigError(f"data: source '{name}' is not defined; expected one of data.sources: {', '.join(sources)}")
+            raise ConfigError(
+                f"data: source '{name}' is not defined; expected one of data.sources: {', '.join(sources)}"
+            )
 
     loaded: dict[str, LoadResult] = {}
     for name in dict.fromkeys(needed):
@@ -155,7 +160,12 @@ def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = 
         if drops:
             log.info("source %s: dropped %s", name, dict(drops))
 
-    report: dict = {"seed": seed, "sources": {n: _source_report(r) for n, r in loaded.items()}, "premise": {}, "ripd": {}}
+    report: dict = {
+        "seed": seed,
+        "sources": {n: _source_report(r) for n, r in loaded.items()},
+        "premise": {},
+        "ripd": {},
+    }
     for name in premise_sources:
         splits = premise_splits(loaded[name].pairs, premise_sizes, seed)
         write_splits(splits, out_dir / "premise" / name)

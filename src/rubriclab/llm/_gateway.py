@@ -47,8 +47,17 @@ class CallRequest:
             params["seed"] = self.role.seed + 1009 * self.sample_index + attempt
         return params
 
-    def key(self, attempt: int) -> str:
-        return call_key(self.role.model, self.messages, self.params(attempt), self.sample_index, attempt)
+    def key(self, attempt: int, messages: list[dict[str, Any]] | None = None) -> str:
+        return call_key(self.role.model, messages or self.messages, self.params(attempt), self.sample_index, attempt)
+
+    def reask_messages(self, reply: str | None, problem: str) -> list[dict[str, Any]]:
+        """The messages of a re-ask: the request, the unusable reply, and what was wrong with it.
+
+        Saying what was wrong makes a re-ask informative even for a deterministic model at T=0."""
+        reply = (reply or "")[:2000]
+        return [*self.messages, {"role": "assistant", "content": reply},
+                {"role": "user", "content": f"That reply could not be used: {problem}. Answer the original request "
+                                            "again, following its output format exactly."}]
 
 
 @dataclass
@@ -140,15 +149,18 @@ class Gateway:
     async def _resolve(self, req: CallRequest, stats: _BatchStats, first: CallRecord | None) -> CallResult:
         total = CallResult(request=req, ok=False)
         hits = fresh_retries = 0
+        messages = req.messages
         for attempt in range(req.role.parse_retries + 1):
-            key = req.key(attempt)
+            key = req.key(attempt, messages)
             rec = first if attempt == 0 else self.store.get_ok([key]).get(key)
             hit = rec is not None
             if rec is None:
-                rec = await self._call(req, attempt)
+                rec = await self._call(req, attempt, messages)
             hits += hit
             fresh_retries += 0 if hit else rec.retries
             res = self._from_record(req, rec, cached=hit)
+            if res.parse_error is not None:
+                messages = req.reask_messages(res.text, res.parse_error)
             total.attempts += 1
             total.retries += rec.retries
             total.prompt_tokens += rec.prompt_tokens
@@ -191,10 +203,10 @@ class Gateway:
             lim = self._limiters[key] = ModelLimiter(role.concurrency, role.rpm, role.tpm)
         return lim
 
-    async def _call(self, req: CallRequest, attempt: int) -> CallRecord:
+    async def _call(self, req: CallRequest, attempt: int, messages: list[dict[str, Any]]) -> CallRecord:
         role = req.role
         params = req.params(attempt)
-        key = req.key(attempt)
+        key = req.key(attempt, messages)
         limiter = self._limiter(role)
         est = _estimate_tokens(req.messages) + role.max_tokens
         retries = 0
@@ -204,10 +216,11 @@ class Gateway:
             t0 = time.perf_counter()
             try:
                 resp = await litellm.acompletion(
-                    model=role.model, messages=req.messages, timeout=role.timeout, num_retries=0, max_retries=0,
+                    model=role.model, messages=messages, timeout=role.timeout, num_retries=0, max_retries=0,
                     **params, **role.transport_params(),
                 )
-                rec = _record_from_response(resp, req, key, attempt, self.stage, time.perf_counter() - t0, retries)
+                rec = _record_from_response(resp, req, messages, key, attempt, self.stage, time.perf_counter() - t0,
+                                            retries)
                 used = rec.prompt_tokens + rec.completion_tokens
                 self.store.put(rec)
                 return rec
@@ -216,7 +229,7 @@ class Gateway:
                     rec = CallRecord(key=key, model=role.model, role=role.name, stage=self.stage,
                                      sample_index=req.sample_index, attempt=attempt, status="error",
                                      error=describe(exc), latency_s=time.perf_counter() - t0, retries=retries,
-                                     request={"messages": req.messages, "params": public_params(params)})
+                                     request={"messages": messages, "params": public_params(params)})
                     self.store.put(rec)
                     return rec
                 delay = retry_after_seconds(exc)
@@ -240,8 +253,8 @@ def _estimate_tokens(messages: list[dict[str, Any]]) -> int:
     return sum(len(str(m.get("content", ""))) for m in messages) // 4 + 4 * len(messages)
 
 
-def _record_from_response(resp: Any, req: CallRequest, key: str, attempt: int, stage: str, latency: float,
-                          retries: int) -> CallRecord:
+def _record_from_response(resp: Any, req: CallRequest, messages: list[dict[str, Any]], key: str, attempt: int,
+                          stage: str, latency: float, retries: int) -> CallRecord:
     choice = resp.choices[0]
     text = choice.message.content or ""
     usage = getattr(resp, "usage", None)
@@ -257,5 +270,5 @@ def _record_from_response(resp: Any, req: CallRequest, key: str, attempt: int, s
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         cost=float(cost), latency_s=latency, retries=retries,
-        request={"messages": req.messages, "params": public_params(req.params(attempt))},
+        request={"messages": messages, "params": public_params(req.params(attempt))},
     )

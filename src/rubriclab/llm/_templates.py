@@ -19,6 +19,11 @@ PROMPTS: dict[str, frozenset[str]] = {
     "judge_direct": frozenset({"rubric", "prompt", "response_a", "response_b"}),
     "judge_no_rubric": frozenset({"prompt", "response_a", "response_b"}),
     "pointwise_yes_no": frozenset({"criterion", "prompt", "response"}),
+    "pointwise_score": frozenset({"criterion_id", "criterion", "prompt", "response"}),
+    "discover_extract": frozenset({"prompt", "response_a", "response_b", "winner", "min_criteria", "max_criteria"}),
+    "discover_subgroup": frozenset({"rubrics_text"}),
+    "discover_describe": frozenset({"rubrics_text"}),
+    "task_criteria": frozenset({"task", "k"}),
 }
 
 

@@ -19,6 +19,7 @@ def split_counts(report: dict[str, Any]) -> dict[str, Any]:
     """Flat counts for metrics: loaded/kept/dropped per source, written rows per split."""
     flat: dict[str, Any] = {}
     for name, src in report["sources"].items():
+        flat[f"source.{name}.dropped"] = sum((src.get("drops") or {}).values())
         for k, v in src.items():
             if isinstance(v, (int, float)):
                 flat[f"source.{name}.{k}"] = v
@@ -27,10 +28,12 @@ def split_counts(report: dict[str, Any]) -> dict[str, Any]:
                     flat[f"source.{name}.{k}.{reason}"] = n
     for name, splits in report["premise"].items():
         for split, c in splits.items():
-            flat[f"premise.{name}.{split}"] = c["written"] if isinstance(c, dict) else c
-    for setting, parts in report["ripd"].items():
-        for split, c in parts.items():
-            flat[f"ripd.{setting}.{split}"] = c["written"] if isinstance(c, dict) else c
+            flat[f"premise.{name}.{split}"] = c["written"]
+    for setting, info in report["ripd"].items():
+        flat[f"ripd.{setting}.overlap_removed_from_target"] = info.get("overlap_removed_from_target", 0)
+        for side, splits in info["splits"].items():
+            for split, c in splits.items():
+                flat[f"ripd.{setting}.{side}_{split}"] = c["written"]
     return flat
 
 

@@ -52,6 +52,28 @@ class ScriptedProvider(litellm.CustomLLM):
     async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> litellm.ModelResponse:
         return self.completion(model, messages, *args, **kwargs)
 
+    def embedding(self, model: str, input: list, model_response: Any, *args: Any, **kwargs: Any) -> Any:
+        """Embedding scripts take ``[{"role": "user", "content": text}]`` and return a vector."""
+        name = model.split("/", 1)[-1]
+        if name not in self.scripts:
+            raise litellm.NotFoundError(f"no script registered for scripted/{name}", model=model,
+                                        llm_provider="scripted")
+        texts = [input] if isinstance(input, str) else list(input)
+        with self._lock:
+            self.calls[name] += len(texts)
+        model_response.model = f"scripted/{name}"
+        model_response.object = "list"
+        model_response.data = [
+            {"object": "embedding", "index": i,
+             "embedding": list(map(float, self.scripts[name]([{"role": "user", "content": t}], {})))}
+            for i, t in enumerate(texts)
+        ]
+        model_response.usage = litellm.Usage(prompt_tokens=len(texts), completion_tokens=0, total_tokens=len(texts))
+        return model_response
+
+    async def aembedding(self, model: str, input: list, model_response: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.embedding(model, input, model_response, *args, **kwargs)
+
 
 _provider: ScriptedProvider | None = None
 

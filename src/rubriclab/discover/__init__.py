@@ -1,0 +1,17 @@
+"""PReMISE discovery: criteria from preference pairs, consolidation, MMR selection, and the
+preference-rank repair; plus an AgentEval-style task-derived rubric source."""
+
+from __future__ import annotations
+
+from rubriclab.discover._consolidate import Node, check_subgroups, consolidate, nodes_from_candidates, salvage
+from rubriclab.discover._extract import extract_candidates, extraction_schema
+from rubriclab.discover._pipeline import DEFAULTS, DiscoveryResult, discover
+from rubriclab.discover._prefrank import MODES, preference_fit, rank_by_fit
+from rubriclab.discover._select import filter_pool, mmr_select
+from rubriclab.discover._task import task_derived_rubric
+
+__all__ = [
+    "DEFAULTS", "MODES", "DiscoveryResult", "Node", "check_subgroups", "consolidate", "discover",
+    "extract_candidates", "extraction_schema", "filter_pool", "mmr_select", "nodes_from_candidates",
+    "preference_fit", "rank_by_fit", "salvage", "task_derived_rubric",
+]

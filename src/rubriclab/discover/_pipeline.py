@@ -1,0 +1,98 @@
+"""Discovery end to end: extract → consolidate → filter → MMR (`discovered`) and preference-rank
+selection over the high-impact pool (`pref_repaired`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rubriclab.data import Pair
+from rubriclab.discover._consolidate import Node, consolidate, nodes_from_candidates
+from rubriclab.discover._extract import extract_candidates
+from rubriclab.discover._prefrank import preference_fit, rank_by_fit
+from rubriclab.discover._select import filter_pool, mmr_select
+from rubriclab.llm import Gateway, RoleSpec, embed_texts
+from rubriclab.llm._store import CallStore
+from rubriclab.rubrics import Criterion, RubricSet
+
+DEFAULTS: dict[str, Any] = {
+    "max_pairs": 1000, "min_criteria": 5, "max_criteria": 15, "k": 20, "target_size": 40, "cluster_size": 20,
+    "max_levels": 10, "batch_size": 150, "min_split": 4, "n_min": 10, "min_pairs": 3, "mmr_lambda": 0.7,
+    "min_description_words": 20, "pref_rank": {"pool": 40, "max_pairs": 1000, "mode": "score"},
+}
+
+
+@dataclass
+class DiscoveryResult:
+    discovered: RubricSet
+    pref_repaired: RubricSet
+    candidates: list[dict[str, Any]]
+    nodes: list[Node]
+    levels: list[dict[str, Any]]
+    dropped: list[dict[str, Any]]
+    pref_rows: list[dict[str, Any]]
+    report: dict[str, Any] = field(default_factory=dict)
+
+
+def _criterion(n: Node, dataset: str) -> Criterion:
+    return Criterion(id=n.id, title=n.name if n.name != n.id else "", description=n.description, support=n.support,
+                     provenance={"dataset": dataset, "level": n.level, "merged_from": n.merged_from,
+                                 "candidates": n.members, "pairs": n.pairs})
+
+
+def discover(pairs: list[Pair], cfg: dict[str, Any], *, gateway: Gateway, store: CallStore, extractor: RoleSpec,
+             consolidator: RoleSpec, embedder: RoleSpec, judge: RoleSpec, dataset: str, seed: int = 42,
+             templates_dir: str | None = None, progress: bool = True) -> DiscoveryResult:
+    """Run PReMISE discovery on ``pairs`` (the extraction split) with settings ``cfg`` (params.discover)."""
+    c = {**DEFAULTS, **cfg, "pref_rank": {**DEFAULTS["pref_rank"], **(cfg.get("pref_rank") or {})}}
+    pairs = pairs[: c["max_pairs"]]
+    candidates, extract_report = extract_candidates(pairs, gateway, extractor, seed=seed,
+                                                    min_criteria=c["min_criteria"], max_criteria=c["max_criteria"],
+                                                    templates_dir=templates_dir)
+    nodes, levels = consolidate(nodes_from_candidates(candidates), gateway, consolidator=consolidator,
+                                embedder=embedder, store=store, target_size=c["target_size"],
+                                cluster_size=c["cluster_size"], max_levels=c["max_levels"],
+                                batch_size=c["batch_size"], min_split=c["min_split"],
+                                min_words=c["min_description_words"], templates_dir=templates_dir, progress=progress)
+    kept, dropped = filter_pool(nodes, n_min=c["n_min"], min_pairs=c["min_pairs"])
+    X = embed_texts([n.text for n in kept], embedder, store, progress=progress) if kept else None
+    order = mmr_select(kept, X, c["k"], c["mmr_lambda"]) if kept else []
+    discovered = RubricSet(
+        name=f"{dataset}-discovered", criteria=tuple(_criterion(kept[i], dataset) for i in order), source="discovered",
+        provenance={"dataset": dataset, "pairs": len(pairs), "extractor": extractor.model,
+                    "consolidator": consolidator.model, "embedder": embedder.model,
+                    "settings": {k: v for k, v in c.items() if k != "pref_rank"}})
+
+    # preference-rank selection over the high-impact pool (top support), texts unchanged
+    pool_nodes = sorted(kept, key=lambda n: (-n.support, n.id))[: c["pref_rank"]["pool"]]
+    pool = [_criterion(n, dataset) for n in pool_nodes]
+    pref_pairs = pairs[: c["pref_rank"]["max_pairs"]]
+    pref_rows = rank_by_fit(preference_fit(pool, pref_pairs, gateway, judge, c["pref_rank"]["mode"],
+                                           templates_dir)) if pool else []
+    by_id = {cr.id: cr for cr in pool}
+    top = [r for r in pref_rows if r["scored"] > 0][: c["k"]]
+    pref_repaired = RubricSet(
+        name=f"{dataset}-pref_repaired",
+        criteria=tuple(Criterion(**{**by_id[r["id"]].to_dict(), "meta": {"preference_fit": r["fit"],
+                                                                        "pref_rank": i + 1}})
+                       for i, r in enumerate(top)),
+        source="pref_repaired",
+        provenance={"dataset": dataset, "from": "discovered pool", "pool": len(pool), "pairs": len(pref_pairs),
+                    "judge": judge.model, "mode": c["pref_rank"]["mode"]})
+
+    support_in = len(candidates)
+    support_kept = sum(n.support for n in kept)
+    support_selected = sum(kept[i].support for i in order)
+    report = {
+        "extraction": {k: v for k, v in extract_report.items() if k != "failures"},
+        "extraction_failures": extract_report["failures"],
+        "levels": len(levels), "pool_final": len(nodes), "pool_kept": len(kept), "pool_dropped": len(dropped),
+        "support": {"in": support_in, "kept": support_kept, "selected": support_selected,
+                    "not_selected": support_kept - support_selected,
+                    "filtered_out": sum(d["support"] for d in dropped)},
+        "k_discovered": discovered.K, "k_pref_repaired": pref_repaired.K,
+        "pref_rank": {"pool": len(pool), "pairs": len(pref_pairs),
+                      "ties": sum(r["ties"] for r in pref_rows), "failed": sum(r["failed"] for r in pref_rows)},
+    }
+    assert report["support"]["in"] == support_kept + report["support"]["filtered_out"]
+    return DiscoveryResult(discovered, pref_repaired, candidates, nodes, levels, dropped, pref_rows, report)

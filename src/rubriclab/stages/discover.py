@@ -1,0 +1,161 @@
+"""DVC stage `discover` (one instance per dataset): the rubric sources the audit compares.
+
+Writes ``outputs/rubrics/<dataset>/``: discovered.json, pref_repaired.json, task_derived.json and
+imported_<name>.json for each file under ``discover.imported_dir``; and the discovery evidence
+(candidates, consolidation levels, preference-fit table, plots) under ``outputs/discover/<dataset>/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rubriclab.config import find_project_dir, get, load_params
+from rubriclab.data import read_pairs
+from rubriclab.discover import discover, task_derived_rubric
+from rubriclab.errors import ConfigError
+from rubriclab.llm import gateway_from_params, panel, roles_from_params
+from rubriclab.rubrics import load_rubric_file, save_rubric_set
+from rubriclab.tracking import stage_run, write_metrics_json
+
+RUBRIC_SUFFIXES = (".json", ".yaml", ".yml", ".md")
+
+
+def _role(roles: dict, name: str):
+    if name not in roles:
+        raise ConfigError(f"params.yaml: llm.roles.{name} is not configured; discover needs it")
+    return panel(roles[name])[0]
+
+
+def _plots(result, out: Path) -> dict[str, Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = {}
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    levels = result.levels
+    if levels:
+        xs = [0] + [lv["level"] for lv in levels]
+        ax.plot(xs, [levels[0]["nodes_in"]] + [lv["nodes_out"] for lv in levels], marker="o", label="criteria in pool")
+        ax.bar([lv["level"] for lv in levels], [lv["merged_members"] for lv in levels], alpha=0.3,
+               label="members merged at level")
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "no consolidation needed (pool already at target size)", ha="center",
+                transform=ax.transAxes)
+    ax.set_xlabel("consolidation level")
+    ax.set_ylabel("count")
+    ax.set_title("discover: consolidation loop")
+    fig.tight_layout()
+    paths["levels"] = out / "consolidation_levels.png"
+    fig.savefig(paths["levels"], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 0.3 * max(1, result.discovered.K) + 1.4))
+    crit = list(result.discovered.criteria)
+    ax.barh([c.id for c in crit], [c.support for c in crit], color="#4c72b0")
+    ax.invert_yaxis()
+    ax.set_xlabel("support (raw candidates merged into the criterion)")
+    ax.set_title(f"discover: support of the K={len(crit)} discovered criteria")
+    fig.tight_layout()
+    paths["support"] = out / "support.png"
+    fig.savefig(paths["support"], dpi=110)
+    plt.close(fig)
+    return paths
+
+
+def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, k: int | None = None) -> dict:
+    """Discover rubrics on ``dataset``'s extraction split; write every rubric source; log the run."""
+    cfg = dict(get(params, "discover", {}))
+    if k is not None:
+        cfg["k"] = k
+    split = project_dir / "outputs/data/premise" / dataset / "extraction.parquet"
+    if not split.exists():
+        raise ConfigError(f"{split}: no extraction split for dataset {dataset!r}; run `dvc repro data` and check "
+                          f"data.premise.sources lists it")
+    pairs = read_pairs(split)
+    roles = roles_from_params(params)
+    templates_dir = get(params, "llm.templates_dir", None)
+    rubrics_out = project_dir / "outputs/rubrics" / dataset
+    evidence = project_dir / "outputs/discover" / dataset
+    rubrics_out.mkdir(parents=True, exist_ok=True)
+    evidence.mkdir(parents=True, exist_ok=True)
+    gateway = gateway_from_params(params, stage=f"discover@{dataset}", project_dir=project_dir)
+    with stage_run("discover", f"discover@{dataset}", params, project_dir,
+                   experiment=get(params, "tracking.experiment", "rubriclab"),
+                   tags={"dataset": dataset, "models": ", ".join(sorted({m.model for r in roles.values()
+                                                                          for m in panel(r)}))}) as run:
+        result = discover(pairs, cfg, gateway=gateway, store=gateway.store, extractor=_role(roles, "extractor"),
+                          consolidator=_role(roles, "consolidator"), embedder=_role(roles, "embedder"),
+                          judge=_role(roles, "judge"), dataset=dataset, seed=get(params, "data.seed", 42),
+                          templates_dir=templates_dir)
+        written = {"discovered": save_rubric_set(result.discovered, rubrics_out / "discovered.json"),
+                   "pref_repaired": save_rubric_set(result.pref_repaired, rubrics_out / "pref_repaired.json")}
+
+        task_cfg = cfg.get("task_derived") or {}
+        task = (task_cfg.get("tasks") or {}).get(dataset)
+        task_report: dict[str, Any] = {"ok": False, "error": "no task description in discover.task_derived.tasks"}
+        if task:
+            task_rs, task_report = task_derived_rubric(task, int(task_cfg.get("k", cfg.get("k", 20))), gateway,
+                                                       _role(roles, "extractor"), f"{dataset}-task_derived",
+                                                       templates_dir)
+            if task_rs is not None:
+                written["task_derived"] = save_rubric_set(task_rs, rubrics_out / "task_derived.json")
+
+        imported_dir = project_dir / cfg.get("imported_dir", "experiments/rubrics")
+        for path in sorted(imported_dir.glob("*")) if imported_dir.is_dir() else []:
+            if path.suffix in RUBRIC_SUFFIXES:
+                rs = load_rubric_file(path)
+                rs = rs.with_criteria(rs.criteria, source="imported",
+                                      provenance={**rs.provenance, "file": str(path.relative_to(project_dir))})
+                written[f"imported_{path.stem}"] = save_rubric_set(rs, rubrics_out / f"imported_{path.stem}.json")
+
+        pd.DataFrame(result.candidates).to_parquet(evidence / "candidates.parquet", index=False)
+        pd.DataFrame(result.pref_rows).to_csv(evidence / "pref_fit.csv", index=False)
+        nodes = [{"id": n.id, "name": n.name, "description": n.description, "support": n.support,
+                  "pairs": len(n.pairs), "level": n.level, "merged_from": n.merged_from} for n in result.nodes]
+        report = {**result.report, "task_derived": task_report, "dataset": dataset,
+                  "rubric_sources": sorted(written), "levels_detail": result.levels, "dropped": result.dropped}
+        (evidence / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str))
+        (evidence / "nodes.json").write_text(json.dumps(nodes, indent=2))
+        plots = _plots(result, evidence)
+
+        metrics = {"pairs": result.report["extraction"]["pairs"],
+                   "pairs_failed": result.report["extraction"]["pairs_failed"],
+                   "candidates": len(result.candidates), "levels": len(result.levels),
+                   "pool_final": result.report["pool_final"], "pool_kept": result.report["pool_kept"],
+                   "k_discovered": result.discovered.K, "k_pref_repaired": result.pref_repaired.K,
+                   **{f"support.{k}": v for k, v in result.report["support"].items()},
+                   **{f"pref_rank.{k}": v for k, v in result.report["pref_rank"].items()},
+                   **{f"level{lv['level']}.{k}": v for lv in result.levels for k, v in lv.items() if k != "level"}}
+        run.log_metrics(metrics)
+        for path in written.values():
+            run.log_artifact(path, "rubrics")
+        run.log_table(pd.DataFrame(result.candidates), "candidates.json")
+        run.log_table(pd.DataFrame(result.pref_rows), "pref_fit.json")
+        run.log_table(pd.DataFrame(result.levels), "levels.json")
+        for path in plots.values():
+            run.log_artifact(path, "plots")
+    write_metrics_json(project_dir / "metrics/discover" / f"{dataset}.json", metrics)
+    return {"metrics": metrics, "written": {k: str(v) for k, v in written.items()}, "report": report}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rubriclab.stages.discover")
+    ap.add_argument("--dataset", required=True)
+    ap.add_argument("--k", type=int, default=None)
+    args = ap.parse_args(argv)
+    project = find_project_dir()
+    run_discover_stage(load_params(project / "params.yaml"), project, args.dataset, args.k)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Statistics for the audit: item-level bootstrap CIs, paired comparisons with BH and MDE, reliability
+(Krippendorff's α, flip rate, paraphrase stability), structural fit (EffDim, BT diagnostics), majority
+vote with exact early stopping, and accuracy / position consistency with parse failures counted.
+
+Every function takes plain numpy arrays / pandas objects and returns numbers or a dict; undefined
+quantities come back as NaN together with a ``reason`` (or ``degenerate``) string, never silently.
+"""
+
+from __future__ import annotations
+
+from rubriclab.stats._accuracy import accuracy, accuracy_both_orders, position_consistency
+from rubriclab.stats._agreement import (
+    flip_rate,
+    krippendorff_alpha,
+    mean_alpha,
+    mean_paraphrase_stability,
+    paraphrase_stability,
+)
+from rubriclab.stats._bootstrap import item_bootstrap, paired_bootstrap
+from rubriclab.stats._inference import bh_adjust, label_comparison, mde_paired, mde_paired_proportions
+from rubriclab.stats._majority import early_stop_majority, majority_decided, majority_vote, samples_still_needed
+from rubriclab.stats._structure import bt_diagnostics, bt_weight_entropy, effective_dimensionality
+
+__all__ = [
+    "accuracy",
+    "accuracy_both_orders",
+    "bh_adjust",
+    "bt_diagnostics",
+    "bt_weight_entropy",
+    "early_stop_majority",
+    "effective_dimensionality",
+    "flip_rate",
+    "item_bootstrap",
+    "krippendorff_alpha",
+    "label_comparison",
+    "majority_decided",
+    "majority_vote",
+    "mde_paired",
+    "mde_paired_proportions",
+    "mean_alpha",
+    "mean_paraphrase_stability",
+    "paired_bootstrap",
+    "paraphrase_stability",
+    "position_consistency",
+    "samples_still_needed",
+]
