@@ -57,3 +57,20 @@ def test_json_validated_against_schema():
     with pytest.raises(ParseFailure, match="not JSON"):
         parse('{"name": "x", "score": 3')  # truncated
     assert extract_json("[1, 2]") == [1, 2]
+
+
+def test_schema_answers_are_range_checked_not_trusted():
+    from rubriclab.llm import RoleSpec, answer_format
+
+    fmt = answer_format(RoleSpec(name="judge", model="local/smollm2-135m", max_tokens=300), "score_0_10")
+    assert fmt["role"].max_tokens == 16 and fmt["response_format"]["schema"]["properties"]["answer"]["maximum"] == 10
+    assert fmt["parser"]('{"answer": 7}') == 7.0
+    for bad in ('{"answer": 11}', '{"answer": -1}', '{"answer": "7"}', '{"score": 7}', "7"):
+        with pytest.raises(ParseFailure):
+            fmt["parser"](bad)
+    text = answer_format(RoleSpec(name="judge", model="openai/gpt-4o-mini"), "score_0_10")
+    assert "response_format" not in text and text["parser"]("REASONING: x\nSCORE: 4") == 4.0
+    ab = answer_format(RoleSpec(name="judge", model="local/x"), "ab")["parser"]
+    assert ab('{"answer": "B"}') == "B"
+    with pytest.raises(ParseFailure):
+        ab('{"answer": "C"}')

@@ -45,6 +45,20 @@ def cmd_discover(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from rubriclab.stages.audit import run_audit_stage
+
+    params, project = _load(args)
+    axes = [a.strip() for a in args.axes.split(",")] if args.axes else None
+    sources = [s.strip() for s in args.sources.split(",")] if args.sources is not None else (
+        [] if args.rubrics else None)
+    out = run_audit_stage(params, project, args.dataset, sources=sources, rubric_files=[Path(p) for p in args.rubrics],
+                          axes=axes)
+    print(out["table"].to_string(index=False))
+    print(f"\naudit card: {out['out'] / 'card.md'}")
+    return 0
+
+
 def cmd_calls(args: argparse.Namespace) -> int:
     from rubriclab.llm import open_store, store_location
     from rubriclab.reporting import format_ledger
@@ -84,6 +98,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True, help="a source name under data.premise.sources")
     p.add_argument("--k", type=int, default=None, help="final rubric size K (default: discover.k)")
     p.set_defaults(func=cmd_discover)
+
+    p = sub.add_parser("audit", help="audit rubric sources on a dataset (structure, reliability, fit, adversarial)")
+    _common(p)
+    p.add_argument("--dataset", required=True, help="a source name under data.premise.sources")
+    p.add_argument("--rubrics", action="append", default=[], metavar="FILE",
+                   help="a rubric file to audit (json/yaml/md/judge template); repeatable")
+    p.add_argument("--sources", default=None, help="comma-separated rubric sources from outputs/rubrics/<dataset> "
+                                                   "(default: audit.sources, or none when --rubrics is given)")
+    p.add_argument("--axes", default=None, help="comma-separated subset of structure,reliability,fit,adversarial")
+    p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("calls", help="calls, tokens, cost, cache hits and failures per stage and role")
     _common(p)

@@ -13,7 +13,7 @@ ROLES = (
 )
 _FIELDS = {
     "model", "temperature", "max_tokens", "top_p", "timeout", "concurrency", "rpm", "tpm", "max_retries",
-    "parse_retries", "api_base", "api_key_env", "seed", "extra",
+    "parse_retries", "api_base", "api_key_env", "seed", "structured", "extra",
 }
 
 
@@ -35,11 +35,18 @@ class RoleSpec:
     api_base: str | None = None
     api_key_env: str | None = None  # name of the env var holding the key; the value is never stored
     seed: int = 0
+    structured: bool | None = None  # answer fixed-format prompts as schema-constrained JSON; None: local models
     extra: dict[str, Any] = field(default_factory=dict)
 
     def with_(self, **changes: Any) -> RoleSpec:
         """A copy with some fields changed (e.g. ``temperature=0.7`` for re-runs)."""
         return replace(self, **changes)
+
+    @property
+    def use_schema(self) -> bool:
+        """Whether fixed-format answers (verdicts, scores) are requested as schema-constrained JSON.
+        Default: only for the embedded models, whose llama.cpp decoder enforces the schema."""
+        return self.structured if self.structured is not None else self.model.startswith("local/")
 
     @property
     def provider(self) -> str:

@@ -24,6 +24,13 @@ PROMPTS: dict[str, frozenset[str]] = {
     "discover_subgroup": frozenset({"rubrics_text"}),
     "discover_describe": frozenset({"rubrics_text"}),
     "task_criteria": frozenset({"task", "k"}),
+    "judge_per_rubric": frozenset({"prompt", "response_a", "response_b", "traits", "trait_template"}),
+    "audit_pairwise_score": frozenset({"criterion_id", "criterion", "prompt", "response_a", "response_b"}),
+    "audit_paraphrase": frozenset({"criterion"}),
+    "audit_structure": frozenset({"criterion_id", "criterion", "property_name", "property_description"}),
+    "audit_applicability": frozenset({"criterion_id", "criterion", "prompt"}),
+    "audit_attacker": frozenset({"criterion_id", "criterion", "prompt", "strategy", "strategy_description"}),
+    "audit_verifier": frozenset({"criterion_id", "criterion", "prompt", "response", "reference"}),
 }
 
 

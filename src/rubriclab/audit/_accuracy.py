@@ -1,0 +1,464 @@
+"""Preference fit, empirical: rubric-conditioned judge accuracy against held-out human labels.
+
+Protocol (paper 000, §B.4 / App. E.10; METHODS.md "Preference fit, empirical"): for every rubric set the
+judge compares the two responses of each held-out pair under two templates — ``direct`` (the whole rubric
+set as a numbered list, one A/B verdict) and ``per_rubric`` (JSON scores per criterion for both
+responses, then an overall score; verdict from the overall scores) — plus a ``no_rubric`` baseline
+(direct template without the rubric section). Each verdict is the majority of ``samples`` samples at
+``temperature``. Accuracy is measured against the HUMAN label (the letter that holds ``chosen``).
+
+Conventions (all stated in the returned numbers, never silent):
+
+* A sample whose reply does not parse (after the gateway's re-asks) or whose call failed is not a vote,
+  but it uses up a sample. An item whose samples all failed is a *failure*; an item whose majority is
+  a tie (tied vote counts, or a per-rubric overall tie winning) is a *tie*. Both are counted
+  (``n_failed``, ``n_ties``) and excluded from the accuracy denominator.
+* Majority with early stopping: samples are bought in waves (first ``ceil((samples+1)/2)`` per item,
+  then only what ``samples_still_needed`` says the undecided items need). The stopping rule is exact,
+  so every verdict equals the full-sampling verdict; samples are cached by sample index, so a later
+  full-sampling run reuses them.
+* Item = pair. With ``both_orders`` every pair is judged in both presentation orders; both judgments
+  belong to ONE bootstrap item. Otherwise the order is the seeded ``present(pair, ctx.seed)`` swap.
+* Paired comparisons use per-judgment correctness (1/0) on the judgments that BOTH compared conditions
+  decided: a judgment that failed or tied under either condition is excluded from both (a paired test
+  needs the same items; counting ties as 0.5 would mix a third outcome into a 0/1 accuracy). The number
+  excluded is reported with every comparison.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Annotated, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from rubriclab.audit._context import AuditContext, from_bootstrap
+from rubriclab.data import Pair, present, present_both_orders
+from rubriclab.errors import InputError
+from rubriclab.llm import CallRequest, CallResult, RoleSpec, answer_format, json_parser, load_prompt
+from rubriclab.rubrics import RubricSet
+from rubriclab.stats import (
+    accuracy_both_orders,
+    bh_adjust,
+    item_bootstrap,
+    label_comparison,
+    majority_decided,
+    mde_paired,
+    mde_paired_proportions,
+    paired_bootstrap,
+    position_consistency,
+    samples_still_needed,
+)
+
+NO_RUBRIC = "no_rubric"
+TEMPLATES = ("direct", "per_rubric")
+TIE = "tie"
+FAILED = "fail"  # how a failed sample is written in the items table
+REASONING_MAX_CHARS = 200  # schema bound for the embedded model: keeps K+1 reasonings within the budget
+
+# -- per-rubric JSON reply ------------------------------------------------------------------------------
+
+# Strict floats: a JSON number 0-10 (ints accepted); strings or booleans are failures, not coerced.
+_Score = Annotated[float, Field(strict=True, ge=0, le=10)]
+
+
+class _Adherence(BaseModel):
+    """Scores of candidate (response A) and baseline (response B) on one trait or overall."""
+
+    model_config = ConfigDict(extra="ignore")
+    candidate_reasoning: str = ""
+    candidate_adherence: _Score
+    baseline_reasoning: str = ""
+    baseline_adherence: _Score
+
+
+class PerRubricReply(BaseModel):
+    """The paper's per-rubric JSON reply: ``trait_scores`` by criterion id plus ``overall_score``."""
+
+    model_config = ConfigDict(extra="ignore")
+    trait_scores: dict[str, _Adherence]
+    overall_score: _Adherence
+
+    def verdict(self) -> str:
+        """A if the candidate (A) scores higher overall, B if lower, ``"tie"`` if equal."""
+        c, b = self.overall_score.candidate_adherence, self.overall_score.baseline_adherence
+        return "A" if c > b else "B" if c < b else TIE
+
+
+def per_rubric_schema(criterion_ids: Sequence[str]) -> dict[str, Any]:
+    """JSON schema for a schema-constrained judge: integer 0-10 scores, short reasoning (reasoning first,
+    as in the paper's template, so the score follows it)."""
+    reason = {"type": "string", "maxLength": REASONING_MAX_CHARS}
+    score = {"type": "integer", "minimum": 0, "maximum": 10}
+    adherence = {
+        "type": "object",
+        "properties": {"candidate_reasoning": reason, "candidate_adherence": score,
+                       "baseline_reasoning": reason, "baseline_adherence": score},
+        "required": ["candidate_reasoning", "candidate_adherence", "baseline_reasoning", "baseline_adherence"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {
+            "trait_scores": {"type": "object", "properties": {cid: adherence for cid in criterion_ids},
+                             "required": list(criterion_ids), "additionalProperties": False},
+            "overall_score": adherence,
+        },
+        "required": ["trait_scores", "overall_score"],
+        "additionalProperties": False,
+    }
+
+
+def render_traits(rubric_set: RubricSet) -> tuple[str, str]:
+    """The ``traits`` block (one line per criterion, id first) and the ``trait_template`` JSON fragment."""
+    traits = "\n".join(
+        f"- {c.id}" + (f" ({c.title})" if c.title else "") + f": {c.description.strip()}"
+        for c in rubric_set.criteria
+    )
+    template = ", ".join(
+        f'"{c.id}": {{"candidate_reasoning": "<1-2 sentences>", "candidate_adherence": <0-10>, '
+        f'"baseline_reasoning": "<1-2 sentences>", "baseline_adherence": <0-10>}}'
+        for c in rubric_set.criteria
+    )
+    return traits, template
+
+
+# -- the audit ------------------------------------------------------------------------------------------
+
+
+def audit_accuracy(
+    rubric_sets: dict[str, RubricSet],
+    pairs: list[Pair],
+    ctx: AuditContext,
+    *,
+    samples: int = 5,
+    temperature: float = 0.7,
+    templates: tuple[str, ...] = TEMPLATES,
+    both_orders: bool = False,
+    early_stop: bool = True,
+    n_boot: int | None = None,
+    n_boot_paired: int = 5000,
+) -> dict[str, Any]:
+    """Rubric-conditioned judge accuracy (majority of ``samples`` at ``temperature``) per rubric set and
+    template, a no-rubric baseline (direct template), position consistency, and paired comparisons.
+
+    ``rubric_sets`` maps a source name to its rubric set (``"no_rubric"`` is reserved for the
+    baseline, which runs when ``"direct"`` is among ``templates``). ``n_boot`` defaults to
+    ``ctx.n_boot``. All requests of one sampling wave go to ``ctx.gateway.run`` in one batch.
+
+    Returns ``{"metrics", "comparisons", "items", "counts"}``:
+
+    * ``metrics[source]``: per template t — ``acc_<t>`` (metric entry; n = pairs), with both_orders
+      also ``acc_<t>_both_orders`` (strict: right in both orders) and ``swap_flip_rate_<t>``;
+      ``first_position_rate_<t>``; ints ``parse_failures_<t>``, ``ties_<t>``, ``calls_made_<t>``,
+      ``calls_full_<t>``, ``calls_saved_<t>``.
+    * ``comparisons``: one row per pair of sources per template (paired bootstrap, BH, MDE, label).
+    * ``items``: one row per judged (source, template, pair, order).
+    * ``counts[source][t]``: judgments, failures, ties, dropped, sample failures, calls.
+    """
+    n_boot = ctx.n_boot if n_boot is None else int(n_boot)
+    cells = _cells(rubric_sets, templates)
+    slots = _slots(cells, pairs, ctx, both_orders)
+    samples = int(samples)
+    if samples < 1:
+        raise InputError(f"samples={samples!r}", field="samples", expected="at least 1 sample per verdict")
+    judge = ctx.judge.with_(temperature=float(temperature))
+    builders = _Builders(judge, rubric_sets, ctx.templates_dir)
+
+    votes, results = _sample(slots, builders, ctx, samples, early_stop)
+
+    items: list[dict[str, Any]] = []
+    verdict: dict[tuple, Any] = {}
+    for key, slot in slots.items():
+        # equals majority_vote over all samples: either decided early or all samples are in
+        v = majority_decided(votes[key], samples)
+        verdict[key] = v
+        items.append(_item_row(slot, votes[key], v, results[key]))
+
+    metrics: dict[str, dict[str, Any]] = defaultdict(dict)
+    counts: dict[str, dict[str, Any]] = defaultdict(dict)
+    per_cell: dict[tuple[str, str], dict[tuple, Any]] = {}
+    for source, template in cells:
+        keys = [k for k in slots if k[:2] == (source, template)]
+        cell_verdicts = {k: verdict[k] for k in keys}
+        per_cell[(source, template)] = cell_verdicts
+        m, c = _cell_metrics(cell_verdicts, slots, votes, results, samples, both_orders, ctx, n_boot)
+        metrics[source].update({_metric_name(name, template): value for name, value in m.items()})
+        counts[source][template] = c
+
+    comparisons = _comparisons(cells, per_cell, slots, ctx, n_boot_paired, both_orders)
+    return {"metrics": dict(metrics), "comparisons": comparisons, "items": items, "counts": dict(counts)}
+
+
+# -- setup ----------------------------------------------------------------------------------------------
+
+
+def _cells(rubric_sets: dict[str, RubricSet], templates: Sequence[str]) -> list[tuple[str, str]]:
+    """(source, template) cells in a stable order: rubric sets as given, no_rubric last (direct only)."""
+    templates = tuple(templates)
+    unknown = [t for t in templates if t not in TEMPLATES]
+    if unknown or not templates:
+        raise InputError(f"templates={templates!r}", field="templates", expected=f"a non-empty subset of {TEMPLATES}")
+    if NO_RUBRIC in rubric_sets:
+        raise InputError(f"a rubric set is named '{NO_RUBRIC}'", field="rubric_sets",
+                         expected=f"names other than '{NO_RUBRIC}' (reserved for the no-rubric baseline)")
+    for name, rs in rubric_sets.items():
+        if rs.K == 0:
+            raise InputError(f"rubric set '{name}' has no criteria", field="rubric_sets",
+                             expected="at least one criterion per rubric set")
+    cells = [(s, t) for s in rubric_sets for t in templates]
+    if "direct" in templates:
+        cells.append((NO_RUBRIC, "direct"))
+    return cells
+
+
+def _slots(cells: list[tuple[str, str]], pairs: list[Pair], ctx: AuditContext,
+           both_orders: bool) -> dict[tuple, dict[str, Any]]:
+    """One slot per (source, template, pair_id, order): what the judge is shown and the human letter."""
+    if not pairs:
+        raise InputError("is empty", field="pairs", expected="at least one held-out pair")
+    ids = [p.id for p in pairs]
+    if len(set(ids)) != len(ids):
+        raise InputError("has duplicate pair ids", field="pairs", expected="unique pair ids (one bootstrap item each)")
+    shows = {p.id: (present_both_orders(p) if both_orders else [present(p, ctx.seed)]) for p in pairs}
+    domains = {p.id: p.domain for p in pairs}
+    slots: dict[tuple, dict[str, Any]] = {}
+    for source, template in cells:
+        for pid, views in shows.items():
+            for view in views:
+                order = "swapped" if view["swapped"] else "orig"
+                slots[(source, template, pid, order)] = {
+                    "source": source, "template": template, "pair_id": pid, "order": order,
+                    "domain": domains[pid], "view": view,
+                }
+    return slots
+
+
+class _Builders:
+    """Makes the CallRequest for (slot, sample index); prompt templates and roles are built once."""
+
+    def __init__(self, judge: RoleSpec, rubric_sets: dict[str, RubricSet], templates_dir: str | None) -> None:
+        self.rubric_sets = rubric_sets
+        self.direct = load_prompt("judge_direct", templates_dir)
+        self.no_rubric = load_prompt("judge_no_rubric", templates_dir)
+        self.per_rubric = load_prompt("judge_per_rubric", templates_dir)
+        self.ab = answer_format(judge, "ab")
+        self.rendered = {name: rs.render_list() for name, rs in rubric_sets.items()}
+        self.traits = {name: render_traits(rs) for name, rs in rubric_sets.items()}
+        self.per_rubric_fields: dict[str, dict[str, Any]] = {}
+        for name, rs in rubric_sets.items():
+            # K+1 JSON blocks with reasonings do not fit a verdict-sized budget; truncated JSON would be a
+            # parse failure caused only by max_tokens, so the budget grows with K (never shrinks).
+            role = judge.with_(max_tokens=max(judge.max_tokens, 256 + 160 * (rs.K + 1)))
+            fields: dict[str, Any] = {"role": role, "parser": json_parser(PerRubricReply)}
+            if judge.use_schema:
+                fields["response_format"] = {"type": "json_object", "schema": per_rubric_schema(rs.criterion_ids)}
+            self.per_rubric_fields[name] = fields
+
+    def request(self, key: tuple, slot: dict[str, Any], index: int) -> CallRequest:
+        view, source, template = slot["view"], slot["source"], slot["template"]
+        shown = {"prompt": view["prompt"], "response_a": view["a"], "response_b": view["b"]}
+        if template == "per_rubric":
+            traits, trait_template = self.traits[source]
+            messages = self.per_rubric.render(traits=traits, trait_template=trait_template, **shown)
+            return CallRequest(messages=messages, sample_index=index, tag=key, **self.per_rubric_fields[source])
+        if source == NO_RUBRIC:
+            messages = self.no_rubric.render(**shown)
+        else:
+            messages = self.direct.render(rubric=self.rendered[source], **shown)
+        return CallRequest(messages=messages, sample_index=index, tag=key, **self.ab)
+
+
+# -- sampling in waves ----------------------------------------------------------------------------------
+
+
+def _vote(res: CallResult) -> Any:
+    """A sample's verdict: "A", "B", "tie" (per-rubric equal overall), or None (failed: not a vote)."""
+    if not res.ok:
+        return None
+    if isinstance(res.value, PerRubricReply):
+        return res.value.verdict()
+    return res.value
+
+
+def _sample(slots: dict[tuple, dict], builders: _Builders, ctx: AuditContext, samples: int,
+            early_stop: bool) -> tuple[dict[tuple, list], dict[tuple, list[CallResult]]]:
+    """Votes per slot, bought in waves (one gateway batch per wave across all cells)."""
+    votes: dict[tuple, list] = {k: [] for k in slots}
+    results: dict[tuple, list[CallResult]] = {k: [] for k in slots}
+    want = {k: (min(samples, math.ceil((samples + 1) / 2)) if early_stop else samples) for k in slots}
+    wave = 0
+    while any(want.values()):
+        wave += 1
+        requests = [builders.request(k, slots[k], len(votes[k]) + j) for k, n in want.items() for j in range(n)]
+        for res in ctx.gateway.run(requests, desc=f"accuracy wave {wave}"):
+            key = res.tag
+            votes[key].append(_vote(res))
+            results[key].append(res)
+        # exact: a wave never buys a sample that one-at-a-time early stopping would have skipped
+        want = samples_still_needed(votes, samples) if early_stop else dict.fromkeys(slots, 0)
+    return votes, results
+
+
+# -- metrics --------------------------------------------------------------------------------------------
+
+
+def _metric_name(name: str, template: str) -> str:
+    # flat, MLflow-friendly keys: acc -> acc_<t>, acc_both_orders -> acc_<t>_both_orders, x -> x_<t>
+    if name.startswith("acc"):
+        return "acc_" + template + name[3:]
+    return f"{name}_{template}"
+
+
+def _decided(v: Any) -> bool:
+    return v in ("A", "B")
+
+
+def _cell_metrics(cell: dict[tuple, Any], slots: dict, votes: dict, results: dict, samples: int,
+                  both_orders: bool, ctx: AuditContext, n_boot: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    keys = list(cell)
+    n_failed = sum(cell[k] is None for k in keys)
+    n_ties = sum(cell[k] == TIE for k in keys)
+    n_sample_failures = sum(v is None for k in keys for v in votes[k])
+    calls_made = sum(len(votes[k]) for k in keys)
+    calls_full = samples * len(keys)
+    boot_kw = {"n_resamples": n_boot, "confidence": ctx.confidence, "seed": ctx.seed}
+    common = {"n_judgments": len(keys), "n_failed": n_failed, "n_ties": n_ties,
+              "samples": samples, "excluded": "ties and all-samples-failed items (counted, not in n)"}
+
+    # accuracy over decided judgments; item = pair (both orders of a pair resampled together)
+    dec = [k for k in keys if _decided(cell[k])]
+    correct = np.array([float(cell[k] == slots[k]["view"]["human"]) for k in dec])
+    pair_ids = np.array([slots[k]["pair_id"] for k in dec], dtype=object)
+    acc = _boot_metric(correct, pair_ids, boot_kw, n_decided=len(dec), **common)
+    first = _boot_metric(np.array([float(cell[k] == "A") for k in dec]), pair_ids, boot_kw, n_decided=len(dec),
+                         formula="#{verdict = A} / #{decided judgments}")
+    out: dict[str, Any] = {"acc": acc, "first_position_rate": first}
+
+    if both_orders:
+        pids = list(dict.fromkeys(slots[k]["pair_id"] for k in keys))
+        src, tpl = keys[0][:2]
+
+        def letter(pid: str, order: str) -> Any:
+            v = cell[(src, tpl, pid, order)]
+            return v if _decided(v) else None  # a tie has no position; it counts as not evaluated
+
+        orig = [letter(p, "orig") for p in pids]
+        swap = [letter(p, "swapped") for p in pids]
+        pc = position_consistency(orig, swap)
+        ev = pc["evaluated"]
+        flips = pc["flips"][ev].astype(float)
+        out["swap_flip_rate"] = _boot_metric(
+            flips, np.array(pids, dtype=object)[ev], boot_kw, n_failed=len(pids) - pc["n_items"],
+            formula="#{pairs: same letter in both orders} / #{pairs decided in both orders}")
+        # first-position rate pooled over both orders (position_consistency's definition)
+        out["first_position_rate"]["formula"] = "#{verdict = A} / #{decided judgments}, both orders pooled"
+        ab = accuracy_both_orders(orig, swap, ["A"] * len(pids))
+        keep = ~np.isnan(ab["per_item"])
+        out["acc_both_orders"] = _boot_metric(
+            ab["per_item"][keep], np.array(pids, dtype=object)[keep], boot_kw, n_failed=ab["n_failed"], n_disagree=ab["n_disagree"], n_both_wrong=ab["n_both_wrong"],
+            formula="#{pairs right in both orders} / #{pairs decided in both orders}")
+    if not dec:
+        acc["reason"] = "no decided judgment (all failed or tied)"
+    out["parse_failures"] = n_failed
+    out["ties"] = n_ties
+    out["calls_made"] = calls_made
+    out["calls_full"] = calls_full
+    out["calls_saved"] = calls_full - calls_made
+    counts = {
+        "n_judgments": len(keys), "n_pairs": len({slots[k]["pair_id"] for k in keys}), "n_decided": len(dec),
+        "n_failed": n_failed, "n_ties": n_ties, "n_dropped": n_failed + n_ties,
+        "n_sample_failures": n_sample_failures,
+        "n_sample_transport_errors": sum(1 for k in keys for r in results[k] if not r.ok and r.parse_error is None),
+        "calls_made": calls_made, "calls_full": calls_full, "calls_saved": calls_full - calls_made,
+        "calls_cached": sum(1 for k in keys for r in results[k] if r.cached),
+    }
+    return out, counts
+
+
+def _boot_metric(values: np.ndarray, item_ids: np.ndarray, boot_kw: dict, **extra: Any) -> dict[str, Any]:
+    """Metric entry with an item-level (pair) bootstrap CI; a degenerate interval says why."""
+    boot = item_bootstrap(np.asarray(values, dtype=float), "mean", item_ids, **boot_kw)
+    return from_bootstrap(boot, n_obs=boot["n_obs"], degenerate=boot["degenerate"], **extra)
+
+
+def _item_row(slot: dict[str, Any], votes: list, verdict: Any, results: list[CallResult]) -> dict[str, Any]:
+    human = slot["view"]["human"]
+    errors = [r.parse_error or r.error for r in results if not r.ok]
+    return {
+        "source": slot["source"], "template": slot["template"], "pair_id": slot["pair_id"],
+        "order": slot["order"], "swapped": slot["view"]["swapped"], "domain": slot["domain"],
+        "votes": ",".join(FAILED if v is None else str(v) for v in votes), "n_samples": len(votes),
+        "majority": FAILED if verdict is None else str(verdict), "human": human,
+        "correct": (1.0 if verdict == human else 0.0) if _decided(verdict) else None,
+        "error": (errors[0] or "")[:200] if errors else None,
+    }
+
+
+# -- paired comparisons ---------------------------------------------------------------------------------
+
+
+def _comparisons(cells: list[tuple[str, str]], per_cell: dict, slots: dict, ctx: AuditContext,
+                 n_boot_paired: int, both_orders: bool) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for template in dict.fromkeys(t for _, t in cells):
+        sources = [s for s, t in cells if t == template]
+        for i, a in enumerate(sources):
+            for b in sources[i + 1:]:
+                rows.append(_compare(per_cell[(a, template)], per_cell[(b, template)], a, b, template, slots,
+                                     ctx, n_boot_paired, both_orders))
+    # BH over every comparison this audit made; comparisons that could not run (NaN) are not hypotheses
+    adjusted = bh_adjust(np.array([r["p_value"] for r in rows], dtype=float)) if rows else []
+    for row, q in zip(rows, adjusted, strict=True):
+        as_nan = {k: (np.nan if row[k] is None else row[k]) for k in ("low", "high", "se")}
+        row["label"] = label_comparison({**row, **as_nan, "p_adjusted": q})
+        row["p_adjusted"] = _num(q)
+        row["p_value"] = _num(row["p_value"])
+    return rows
+
+
+def _compare(cell_a: dict, cell_b: dict, a: str, b: str, template: str, slots: dict, ctx: AuditContext,
+             n_boot_paired: int, both_orders: bool) -> dict[str, Any]:
+    # the same judgment slot (pair, order) under both conditions; undecided under either -> out of both
+    by_slot_b = {k[2:]: v for k, v in cell_b.items()}
+    rows = [(k[2:], va, by_slot_b[k[2:]]) for k, va in cell_a.items()]
+    both = [(s, va, vb) for s, va, vb in rows if _decided(va) and _decided(vb)]
+    human = {k[2:]: slots[k]["view"]["human"] for k in cell_a}
+    xa = np.array([float(va == human[s]) for s, va, _ in both])
+    xb = np.array([float(vb == human[s]) for s, _, vb in both])
+    ids = np.array([s[0] for s, _, _ in both], dtype=object)
+    row: dict[str, Any] = {
+        "template": template, "a": a, "b": b, "n_items": len(set(ids.tolist())), "n_obs": len(both),
+        "n_excluded": len(rows) - len(both),
+        "n_excluded_a": sum(not _decided(va) for _, va, _ in rows),
+        "n_excluded_b": sum(not _decided(vb) for _, _, vb in rows),
+        "acc_a": None, "acc_b": None, "diff": None, "low": None, "high": None, "se": None, "p_value": np.nan,
+        "mde": None, "mde_method": None, "discordant_rate": None, "degenerate": None,
+        "n_resamples": n_boot_paired, "seed": ctx.seed,
+        "excluded": "judgments failed or tied under either condition (excluded from both)",
+    }
+    if not len(both):
+        row["degenerate"] = "no judgment decided under both conditions"
+        return row
+    boot = paired_bootstrap(xa, xb, ids, n_resamples=n_boot_paired, seed=ctx.seed, confidence=ctx.confidence)
+    discordant = float(np.mean(xa != xb))
+    if both_orders:
+        # two judgments per pair are not independent: take the SE from the pair-level bootstrap
+        how = "mde_paired(bootstrap se)"
+        mde = mde_paired(float(boot["se"])) if np.isfinite(boot["se"]) else None
+    else:
+        mde, how = mde_paired_proportions(len(xa), discordant), "mde_paired_proportions(n, discordant rate)"
+    row.update(acc_a=boot["mean_a"], acc_b=boot["mean_b"], diff=boot["diff"], low=_num(boot["low"]),
+               high=_num(boot["high"]), se=_num(boot["se"]), p_value=float(boot["p_value"]), mde=mde,
+               mde_method=how, discordant_rate=discordant, degenerate=boot["degenerate"])
+    return row
+
+
+def _num(x: Any) -> float | None:
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+__all__ = ["NO_RUBRIC", "TEMPLATES", "PerRubricReply", "audit_accuracy", "per_rubric_schema", "render_traits"]

@@ -1,0 +1,97 @@
+"""Preference fit, structural (PReMISE §3.2, B.1.3, B.3, prompt E.11): applicability in and out of
+domain, effective dimensionality of the criterion score matrix, and Bradley–Terry diagnostics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+
+from rubriclab.audit._context import AuditContext, from_bootstrap, metric
+from rubriclab.llm import CallRequest, answer_format, load_prompt
+from rubriclab.rubrics import RubricSet
+from rubriclab.stats import bt_diagnostics, effective_dimensionality, item_bootstrap
+
+
+def audit_applicability(rubric: RubricSet, prompts_in: dict[str, str], prompts_out: dict[str, str],
+                        ctx: AuditContext) -> dict[str, Any]:
+    """App = mean over prompts of the fraction of the K criteria judged applicable (yes) to the prompt;
+    ΔApp = App_in − App_out; T/p = mean count of applicable criteria per in-domain prompt.
+    A criterion whose answer could not be parsed is left out of that prompt's fraction (counted)."""
+    tpl = load_prompt("audit_applicability", ctx.templates_dir)
+    reqs = [CallRequest(messages=tpl.render(criterion_id=c.id, criterion=c.description, prompt=text),
+                        tag=(domain, pid, c.id), **answer_format(ctx.judge, "yes_no"))
+            for domain, prompts in (("in", prompts_in), ("out", prompts_out)) for pid, text in prompts.items()
+            for c in rubric.criteria]
+    results = ctx.gateway.run(reqs, desc="applicability") if reqs else []
+    rows = [{"domain": r.tag[0], "prompt_id": r.tag[1], "criterion": r.tag[2],
+             "applicable": float(r.value) if r.ok else np.nan} for r in results]
+    df = pd.DataFrame(rows, columns=["domain", "prompt_id", "criterion", "applicable"])
+    failed = int(df["applicable"].isna().sum())
+    per_prompt = df.dropna().groupby(["domain", "prompt_id"])["applicable"].agg(["mean", "sum"]).reset_index()
+    out: dict[str, Any] = {}
+    boot_kw = {"n_resamples": ctx.n_boot, "confidence": ctx.confidence, "seed": ctx.seed}
+    fractions = {}
+    for domain in ("in", "out"):
+        sub = per_prompt[per_prompt.domain == domain]
+        fractions[domain] = sub["mean"].to_numpy()
+        if len(sub):
+            out[f"app_{domain}"] = from_bootstrap(item_bootstrap(sub["mean"].to_numpy(), "mean",
+                                                                 sub["prompt_id"].to_numpy(), **boot_kw))
+        else:
+            out[f"app_{domain}"] = metric(None, n=0, reason=f"no {domain}-domain prompt with a parsed answer")
+    sub = per_prompt[per_prompt.domain == "in"]
+    out["t_per_p"] = (from_bootstrap(item_bootstrap(sub["sum"].to_numpy(), "mean", sub["prompt_id"].to_numpy(),
+                                                    **boot_kw)) if len(sub) else metric(None, n=0))
+    a, b = fractions["in"], fractions["out"]
+    if len(a) >= 2 and len(b) >= 2:
+        # in- and out-of-domain prompts are independent samples: resample each on its own
+        res = sps.bootstrap((a, b), lambda x, y, axis=-1: np.mean(x, axis=axis) - np.mean(y, axis=axis),
+                            n_resamples=ctx.n_boot, confidence_level=ctx.confidence, method="percentile",
+                            random_state=np.random.default_rng(ctx.seed), vectorized=True)
+        out["delta_app"] = metric(a.mean() - b.mean(), res.confidence_interval.low, res.confidence_interval.high,
+                                  n=len(a) + len(b))
+    else:
+        out["delta_app"] = metric((a.mean() - b.mean()) if len(a) and len(b) else None, n=len(a) + len(b),
+                                  reason="CI needs ≥2 prompts on each side")
+    per_criterion = (df.dropna().groupby(["criterion", "domain"])["applicable"].mean().unstack()
+                     .rename(columns=lambda d: f"app_{d}").reset_index().to_dict("records"))
+    return {"metrics": out, "per_criterion": per_criterion, "items": rows,
+            "counts": {"applicability_parse_failures": failed}}
+
+
+def audit_score_structure(rubric: RubricSet, scores: pd.DataFrame, ctx: AuditContext,
+                          who: str = "rater0") -> dict[str, Any]:
+    """EffDim / EffDim/K / mean |ρ| on the pairs × criteria matrix of the judge's chosen-oriented pairwise
+    scores, and BT diagnostics on score differences as shown (s − 5, A-oriented) against the human label
+    (chosen shown as A), so both classes occur through the seeded presentation swap."""
+    sub = scores[scores.who == who].dropna(subset=["score"])
+    if sub.empty or rubric.K == 0:
+        empty = metric(None, n=0, reason="no parsed pairwise scores")
+        return {"metrics": {"effdim": empty, "effdim_ratio": empty, "mean_abs_rho": empty,
+                            "bt_cv_accuracy": empty, "bt_weight_entropy": empty}, "counts": {"bt_pairs_dropped": 0}}
+    S = sub.pivot_table(index="pair_id", columns="criterion", values="score", aggfunc="first")
+    D = sub.pivot_table(index="pair_id", columns="criterion", values="score_as_shown", aggfunc="first") - 5
+    complete = D.dropna().index
+    labels = sub.drop_duplicates("pair_id").set_index("pair_id")["chosen_shown_as"]
+    y = (labels.loc[complete] == "A").astype(int).to_numpy()
+    ed = effective_dimensionality(S.dropna().to_numpy())
+    out = {"effdim": metric(ed["effdim"], n=ed["n"], K=ed["K"], reason=ed.get("reason")),
+           "effdim_ratio": metric(ed["effdim_ratio"], n=ed["n"]),
+           "mean_abs_rho": metric(ed["mean_abs_corr"], n=ed["n"])}
+    if len(complete) >= 4 and len(set(y)) == 2:
+        bt = bt_diagnostics(D.loc[complete].to_numpy(float), y, seed=ctx.seed)
+        folds = [float(f) for f in bt.get("cv_accuracy_folds", [])]
+        low, high = (min(folds), max(folds)) if folds else (None, None)
+        out["bt_cv_accuracy"] = metric(bt["cv_accuracy"], low, high, n=len(complete), interval="min-max over CV folds",
+                                       folds=bt.get("folds"), C=bt.get("C"), reason=bt.get("reason"))
+        out["bt_weight_entropy"] = metric(bt["weight_entropy"], n=len(complete), reason=bt.get("reason"))
+        coef = dict(zip(D.columns, np.ravel(bt["coef"]).tolist()))
+    else:
+        why = "BT needs ≥4 pairs with every criterion scored and both label classes"
+        out["bt_cv_accuracy"] = metric(None, n=len(complete), reason=why)
+        out["bt_weight_entropy"] = metric(None, n=len(complete), reason=why)
+        coef = {}
+    return {"metrics": out, "bt_coef": coef, "counts": {"bt_pairs_dropped": int(len(D) - len(complete))}}

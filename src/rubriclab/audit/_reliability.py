@@ -1,0 +1,153 @@
+"""Reliability (PReMISE §3.2, B.1.1, prompts E.4–E.5): inter-rater Krippendorff's α over 0–10 pairwise
+scores from the judge panel, winner flip rate over R re-runs at T=0.7, and paraphrase stability.
+
+Scores are oriented towards the chosen response (s if chosen was shown as A, 10 − s otherwise), so
+every rater and run is on one scale. The panel's scores also feed the structural-fit diagnostics
+(EffDim, BT), which is why ``pairwise_scores`` returns them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rubriclab.audit._context import AuditContext, from_bootstrap, metric
+from rubriclab.data import Pair, present
+from rubriclab.llm import CallRequest, RoleSpec, answer_format, load_prompt
+from rubriclab.rubrics import RubricSet
+from rubriclab.stats import flip_rate, item_bootstrap, krippendorff_alpha, paraphrase_stability
+
+
+def pairwise_requests(rubric: RubricSet, pairs: list[Pair], role: RoleSpec, ctx: AuditContext, *,
+                      sample_index: int, tag: Any, texts: dict[str, str] | None = None) -> list[CallRequest]:
+    """One E.4 request per (criterion, pair); ``texts`` replaces criterion descriptions (paraphrases)."""
+    tpl = load_prompt("audit_pairwise_score", ctx.templates_dir)
+    out = []
+    for c in rubric.criteria:
+        desc = (texts or {}).get(c.id, c.description)
+        for p in pairs:
+            s = present(p, ctx.seed)
+            out.append(CallRequest(
+                messages=tpl.render(criterion_id=c.id, criterion=desc, prompt=s["prompt"], response_a=s["a"],
+                                    response_b=s["b"]),
+                sample_index=sample_index, tag=(tag, c.id, p.id, s["human"]), **answer_format(role, "score_0_10")))
+    return out
+
+
+def _rows(results: list) -> tuple[list[dict[str, Any]], int]:
+    rows, failed = [], 0
+    for res in results:
+        tag, cid, pid, human = res.tag
+        score = float(res.value) if res.ok else np.nan
+        failed += 0 if res.ok else 1
+        rows.append({"who": tag, "criterion": cid, "pair_id": pid, "score_as_shown": score,
+                     "score": score if human == "A" else 10 - score, "chosen_shown_as": human})
+    return rows, failed
+
+
+def _verdict(score: float) -> str | None:
+    if np.isnan(score):
+        return None
+    return "chosen" if score > 5 else "rejected" if score < 5 else "tie"
+
+
+def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *, runs: int = 5,
+                      temperature: float = 0.7, paraphrases: int = 5, paraphrase_temperature: float = 0.8,
+                      axes: tuple[str, ...] = ("alpha", "flip", "paraphrase")) -> dict[str, Any]:
+    """α (panel), flip rate (R runs of the judge at ``temperature``) and paraphrase ρ (P paraphrases)."""
+    requests: list[CallRequest] = []
+    if "alpha" in axes:
+        for j, judge in enumerate(ctx.judges):
+            requests += pairwise_requests(rubric, pairs, judge, ctx, sample_index=j, tag=f"rater{j}")
+    if "flip" in axes:
+        hot = ctx.judge.with_(temperature=temperature)
+        for r in range(runs):
+            requests += pairwise_requests(rubric, pairs, hot, ctx, sample_index=r, tag=f"run{r}")
+    para_texts: dict[int, dict[str, str]] = {}
+    para_failed = 0
+    if "paraphrase" in axes and paraphrases > 1 and ctx.paraphraser is not None:
+        tpl = load_prompt("audit_paraphrase", ctx.templates_dir)
+        role = ctx.paraphraser.with_(temperature=paraphrase_temperature)
+        gen = [CallRequest(role=role, messages=tpl.render(criterion=c.description), sample_index=p, tag=(p, c.id))
+               for c in rubric.criteria for p in range(paraphrases)]
+        for res in ctx.gateway.run(gen, desc="paraphrase") if gen else []:
+            p, cid = res.tag
+            text = (res.text or "").strip().strip('"').strip()
+            if res.ok and text:
+                para_texts.setdefault(p, {})[cid] = text
+            else:
+                para_failed += 1
+        for p, texts in para_texts.items():
+            sub = rubric.with_criteria(tuple(c for c in rubric.criteria if c.id in texts))
+            requests += pairwise_requests(sub, pairs, ctx.judge, ctx, sample_index=0, tag=f"para{p}", texts=texts)
+    results = ctx.gateway.run(requests, desc="reliability") if requests else []
+    rows, failed = _rows(results)
+    df = pd.DataFrame(rows, columns=["who", "criterion", "pair_id", "score_as_shown", "score", "chosen_shown_as"])
+    metrics: dict[str, Any] = {}
+    per_criterion: dict[str, dict[str, Any]] = {c.id: {"criterion": c.id} for c in rubric.criteria}
+    boot_kw = {"n_resamples": ctx.n_boot, "confidence": ctx.confidence, "seed": ctx.seed}
+
+    if "alpha" in axes and len(ctx.judges) >= 2:
+        raters = df[df.who.str.startswith("rater")]
+
+        def set_alpha(sub: pd.DataFrame) -> float:
+            vals = [krippendorff_alpha(m.pivot_table(index="who", columns="pair_id", values="score",
+                                                     aggfunc="first").to_numpy())["alpha"]
+                    for _, m in sub.groupby("criterion")]
+            vals = [v for v in vals if not np.isnan(v)]
+            return float(np.mean(vals)) if vals else np.nan
+
+        for cid, m in raters.groupby("criterion"):
+            res = krippendorff_alpha(m.pivot_table(index="who", columns="pair_id", values="score",
+                                                   aggfunc="first").to_numpy())
+            per_criterion[cid]["alpha"] = res["alpha"]
+        # one item = one pair: all its ratings on every criterion move together
+        boot = item_bootstrap(raters.reset_index(drop=True), set_alpha, raters["pair_id"].to_numpy(), **boot_kw)
+        metrics["alpha"] = from_bootstrap(boot, level="ordinal", raters=len(ctx.judges), scale="0-10")
+    elif "alpha" in axes:
+        metrics["alpha"] = metric(None, n=0, reason="α needs a panel of ≥2 judges (llm.roles.judge.model: [...])")
+
+    if "flip" in axes:
+        runs_df = df[df.who.str.startswith("run")]
+        item_flips = []
+        for cid, m in runs_df.groupby("criterion"):
+            grid = m.pivot_table(index="who", columns="pair_id", values="score", aggfunc="first")
+            verdicts = np.vectorize(_verdict, otypes=[object])(grid.to_numpy())
+            res = flip_rate(verdicts)
+            per_criterion[cid]["flip_rate"] = res["flip_rate"]
+            for pid, flipped, evaluated in zip(grid.columns, res["flips"], res["evaluated"]):
+                if evaluated:
+                    item_flips.append({"criterion": cid, "pair_id": pid, "flip": float(flipped)})
+        flips = pd.DataFrame(item_flips, columns=["criterion", "pair_id", "flip"])
+        if flips.empty:
+            metrics["flip_rate"] = metric(None, n=0, reason="no item with ≥2 parsed runs")
+        else:
+            boot = item_bootstrap(flips["flip"].to_numpy(), "mean", flips["pair_id"].to_numpy(), **boot_kw)
+            metrics["flip_rate"] = from_bootstrap(boot, runs=runs, temperature=temperature)
+
+    if "paraphrase" in axes:
+        para = df[df.who.str.startswith("para")]
+        if para.empty or para["who"].nunique() < 2:
+            metrics["paraphrase_rho"] = metric(None, n=0, reason="needs ≥2 parsed paraphrases (audit.paraphrases ≥2)")
+        else:
+            def set_rho(sub: pd.DataFrame) -> float:
+                vals = []
+                for _, m in sub.groupby("criterion"):
+                    grid = m.pivot_table(index="who", columns="pair_id", values="score", aggfunc="first")
+                    if len(grid) >= 2:
+                        vals.append(paraphrase_stability(grid.to_numpy())["rho"])
+                vals = [v for v in vals if not np.isnan(v)]
+                return float(np.mean(vals)) if vals else np.nan
+
+            for cid, m in para.groupby("criterion"):
+                grid = m.pivot_table(index="who", columns="pair_id", values="score", aggfunc="first")
+                per_criterion[cid]["paraphrase_rho"] = (paraphrase_stability(grid.to_numpy())["rho"]
+                                                        if len(grid) >= 2 else np.nan)
+            boot = item_bootstrap(para.reset_index(drop=True), set_rho, para["pair_id"].to_numpy(), **boot_kw)
+            metrics["paraphrase_rho"] = from_bootstrap(boot, paraphrases=len(para_texts),
+                                                       statistic="mean Spearman ρ of per-pair scores")
+    return {"metrics": metrics, "per_criterion": list(per_criterion.values()), "items": rows,
+            "scores": df, "counts": {"reliability_parse_failures": failed, "paraphrase_failures": para_failed},
+            "paraphrases": para_texts}

@@ -1,0 +1,97 @@
+"""One audit over several rubric sources on one dataset: every selected axis per source, then the
+rubric-conditioned accuracy across sources (paired on the same held-out pairs)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rubriclab.audit._context import AuditContext
+from rubriclab.audit._fit import audit_applicability, audit_score_structure
+from rubriclab.audit._reliability import audit_reliability
+from rubriclab.audit._structure import audit_structure
+from rubriclab.data import Pair
+from rubriclab.errors import ConfigError
+from rubriclab.rubrics import RubricSet
+
+AXES = ("structure", "reliability", "fit", "adversarial")
+DEFAULTS: dict[str, Any] = {
+    "runs": 5, "run_temperature": 0.7, "paraphrases": 5, "paraphrase_temperature": 0.8,
+    "samples": 5, "sample_temperature": 0.7, "templates": ["direct", "per_rubric"], "both_orders": False,
+    "early_stop": True, "n_attacks": 500, "tau": 7, "n_boot": 2000, "n_boot_paired": 5000,
+}
+
+
+def check_axes(axes: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    unknown = [a for a in axes if a not in AXES]
+    if unknown:
+        raise ConfigError(f"audit axes {unknown} unknown; allowed: {', '.join(AXES)}")
+    return tuple(axes)
+
+
+def run_audit(sources: dict[str, RubricSet], *, pool: list[Pair], heldout: list[Pair], ood: list[Pair],
+              ctx: AuditContext, cfg: dict[str, Any], axes: tuple[str, ...] = AXES) -> dict[str, Any]:
+    """Returns ``card`` ({source: {metric: entry}}), ``comparisons`` (paired accuracy rows),
+    ``details`` ({source: {axis: per-criterion rows / per-item rows}}) and ``counts``."""
+    c = {**DEFAULTS, **cfg}
+    axes = check_axes(axes)
+    card: dict[str, dict[str, Any]] = {src: {} for src in sources}
+    details: dict[str, dict[str, Any]] = {src: {} for src in sources}
+    counts: dict[str, Counter] = {src: Counter() for src in sources}
+    for src, rs in sources.items():
+        if rs.K == 0:
+            counts[src]["empty_rubric"] += 1
+            continue
+        if "structure" in axes:
+            r = audit_structure(rs, ctx)
+            card[src].update(r["metrics"])
+            details[src]["structure"] = r
+            counts[src].update(r["counts"])
+        if "reliability" in axes or "fit" in axes:
+            rel_axes = ("alpha",) + (("flip", "paraphrase") if "reliability" in axes else ())
+            r = audit_reliability(rs, pool, ctx, runs=c["runs"], temperature=c["run_temperature"],
+                                  paraphrases=c["paraphrases"], paraphrase_temperature=c["paraphrase_temperature"],
+                                  axes=rel_axes)
+            if "reliability" in axes:
+                card[src].update(r["metrics"])
+            details[src]["reliability"] = {k: v for k, v in r.items() if k != "scores"}
+            counts[src].update(r["counts"])
+            if "fit" in axes:
+                s = audit_score_structure(rs, r["scores"], ctx)
+                card[src].update(s["metrics"])
+                details[src]["bt_coef"] = s["bt_coef"] if "bt_coef" in s else {}
+                counts[src].update(s["counts"])
+        if "fit" in axes:
+            a = audit_applicability(rs, {p.id: p.prompt for p in pool}, {p.id: p.prompt for p in ood}, ctx)
+            card[src].update(a["metrics"])
+            details[src]["applicability"] = a
+            counts[src].update(a["counts"])
+        if "adversarial" in axes:
+            from rubriclab.audit._adversarial import audit_adversarial
+
+            r = audit_adversarial(rs, pool, ctx, n_attacks=c["n_attacks"], tau=c["tau"])
+            card[src].update({k: v for k, v in r["metrics"].items() if k != "formula"})
+            details[src]["adversarial"] = r
+            card[src]["vfr_formula"] = r["metrics"].get("formula")
+            counts[src].update(r["counts"])
+    comparisons: list[dict[str, Any]] = []
+    accuracy_items: list[dict[str, Any]] = []
+    if "fit" in axes:
+        from rubriclab.audit._accuracy import audit_accuracy
+
+        live = {s: rs for s, rs in sources.items() if rs.K > 0}
+        acc = audit_accuracy(live, heldout, ctx, samples=c["samples"], temperature=c["sample_temperature"],
+                             templates=tuple(c["templates"]), both_orders=c["both_orders"],
+                             early_stop=c["early_stop"], n_boot=ctx.n_boot, n_boot_paired=c["n_boot_paired"])
+        for src, m in acc["metrics"].items():
+            card.setdefault(src, {}).update(m)
+        comparisons = acc["comparisons"]
+        accuracy_items = acc["items"]
+        for src, n in (acc.get("counts") or {}).items():
+            if isinstance(n, dict):
+                counts.setdefault(src, Counter()).update({k: v for k, v in n.items() if isinstance(v, int)})
+    for src, cnt in counts.items():
+        card.setdefault(src, {})["parse_failures"] = sum(v for k, v in cnt.items() if "fail" in k)
+        card[src]["counts"] = dict(cnt)
+    return {"card": card, "comparisons": comparisons, "details": details, "accuracy_items": accuracy_items,
+            "counts": {s: dict(v) for s, v in counts.items()}}

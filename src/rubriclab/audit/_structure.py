@@ -1,0 +1,82 @@
+"""Structural adequacy (PReMISE §3.2, B.1.2, prompt E.9): five design properties per criterion,
+PASS/FAIL by majority of the judge panel; Struct(R) = mean number of properties passed (out of 5)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+
+from rubriclab.audit._context import AuditContext, from_bootstrap, metric
+from rubriclab.llm import CallRequest, answer_format, load_prompt
+from rubriclab.rubrics import RubricSet
+from rubriclab.stats import item_bootstrap
+
+# The design criteria exactly as the paper supplies them to the judge (E.9).
+PROPERTIES: tuple[tuple[str, str, str], ...] = (
+    ("no_conflicting_requirements", "No Conflicting Requirements",
+     "The rubric does not contain internally contradictory rules. No requirement in the definition makes it "
+     "impossible to satisfy another requirement in the same definition."),
+    ("unambiguous_scope", "Unambiguous Scope",
+     "The rubric is clear enough that different judges would apply it consistently. The boundaries of what counts "
+     "as adherence vs. violation are well-defined."),
+    ("response_observable", "Response-Observable",
+     "The rubric can be assessed solely from the response text, without needing external knowledge, fact-checking, "
+     "ground truth, or information not present in the prompt and response."),
+    ("atomic", "Atomic",
+     "The rubric measures a single behavioral dimension, not multiple conflated properties. It does not combine "
+     "distinct qualities (e.g., \u201cclear AND concise\u201d would fail atomicity)."),
+    ("operationalizable", "Operationalizable",
+     "The rubric can be expressed as a concrete, answerable scoring question. A judge could turn this into a "
+     "specific yes/no or scaled question without needing further interpretation."),
+)
+
+
+def audit_structure(rubric: RubricSet, ctx: AuditContext) -> dict[str, Any]:
+    """Majority PASS/FAIL per (criterion, property) over ``ctx.judges``. A vote that cannot be parsed
+    is counted and left out of the majority; a (criterion, property) with no parsed vote or a tied
+    vote counts as not passed and is reported."""
+    tpl = load_prompt("audit_structure", ctx.templates_dir)
+    requests = []
+    for c in rubric.criteria:
+        for pid, pname, pdesc in PROPERTIES:
+            msgs = tpl.render(criterion_id=c.id, criterion=c.description, property_name=pname,
+                              property_description=pdesc)
+            for j, judge in enumerate(ctx.judges):
+                # sample_index = panel seat: a panel that repeats one model still makes distinct calls
+                requests.append(CallRequest(messages=msgs, sample_index=j, tag=(c.id, pid, j),
+                                            **answer_format(judge, "pass_fail")))
+    results = ctx.gateway.run(requests, desc="structure") if requests else []
+    votes: dict[tuple[str, str], list[bool]] = {}
+    failed = 0
+    for res in results:
+        cid, pid, _ = res.tag
+        votes.setdefault((cid, pid), [])
+        if res.ok:
+            votes[(cid, pid)].append(bool(res.value))
+        else:
+            failed += 1
+    rows, per_criterion = [], []
+    undecided = 0
+    for c in rubric.criteria:
+        passed = {}
+        for pid, _, _ in PROPERTIES:
+            v = Counter(votes.get((c.id, pid), []))
+            ok = v[True] > v[False]
+            undecided += int(v[True] == v[False])
+            passed[pid] = ok
+            rows.append({"criterion": c.id, "property": pid, "pass_votes": v[True], "fail_votes": v[False],
+                         "passed": ok})
+        per_criterion.append({"criterion": c.id, "struct": sum(passed.values()), **passed})
+    frame = pd.DataFrame(per_criterion)
+    if frame.empty:
+        struct = metric(None, n=0, reason="empty rubric")
+        by_prop = {}
+    else:
+        boot = item_bootstrap(frame["struct"].to_numpy(float), "mean", frame["criterion"].to_numpy(),
+                              n_resamples=ctx.n_boot, confidence=ctx.confidence, seed=ctx.seed)
+        struct = from_bootstrap(boot, scale="0-5 properties passed, mean over criteria")
+        by_prop = {f"struct.{pid}": metric(frame[pid].mean(), n=len(frame)) for pid, _, _ in PROPERTIES}
+    return {"metrics": {"struct": struct, **by_prop}, "per_criterion": per_criterion, "items": rows,
+            "counts": {"structure_parse_failures": failed, "structure_undecided": undecided}}
