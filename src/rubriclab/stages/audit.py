@@ -106,7 +106,13 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
         if formula:
             md += [f"VFR formula: `{formula}`", ""]
         if not comparisons.empty:
-            md += ["## Paired comparisons (held-out accuracy, BH-adjusted)", "", to_markdown(comparisons), ""]
+            keep = [c for c in ("template", "a", "b", "n_items", "acc_a", "acc_b", "diff", "low", "high", "p_value",
+                                "p_adjusted", "mde", "label") if c in comparisons.columns]
+            md += ["## Paired comparisons (held-out accuracy; paired bootstrap, BH-adjusted, MDE at 80% power)", "",
+                   to_markdown(comparisons[keep].round(3)), ""]
+        md += ["## Per source (every metric, 95% CI, n)", ""]
+        for src, sub in numeric.groupby("source", sort=False):
+            md += [f"### {src}", "", to_markdown(sub.drop(columns=["source"]).round(3)), ""]
         md += ["## Counts (parse failures, dropped items)", "", "```", json.dumps(result["counts"], indent=2), "```"]
         (out / "card.md").write_text("\n".join(md) + "\n")
         (out / "card.json").write_text(json.dumps({"dataset": dataset, "models": models, "embedded": embedded,
