@@ -42,7 +42,9 @@ def test_role_errors_name_the_key(roles, match):
 
 def test_packaged_prompts_load_and_render():
     msgs = load_prompt("judge_direct").render(rubric="1. accuracy", prompt="Q?", response_a="a", response_b="b")
-    assert msgs[0]["role"] == "system" and "Q?" in msgs[1]["content"] and "[[A]]" in msgs[1]["content"]
+    assert len(msgs) == 1 and "Q?" in msgs[0]["content"] and "<verdict>A or B</verdict>" in msgs[0]["content"]
+    sys_user = parse_prompt("judge_no_rubric", "[system]\nBe fair.\n[user]\n{prompt} {response_a} {response_b}", "x")
+    assert [m["role"] for m in sys_user.render(prompt="q", response_a="a", response_b="b")] == ["system", "user"]
 
 
 def test_template_missing_placeholder_fails_at_load(tmp_path):

@@ -118,3 +118,13 @@ def test_secrets_never_reach_the_store(gateway, monkeypatch):
     gateway.run([CallRequest(role=role, messages=[{"role": "user", "content": "hi"}])])
     dump = "\n".join(gateway.store._db.iterdump())  # every byte the store holds
     assert "sk-very-secret-value" not in dump
+
+
+def test_identical_requests_in_one_batch_make_one_call(gateway):
+    model = scripted_model("dedupe", lambda m, p: "[[A]]")
+    reqs = [_req(model, "same question", parser=parse_verdict) for _ in range(5)]
+    out = gateway.run(reqs)
+    assert scripted_provider().calls["dedupe"] == 1
+    assert [r.value for r in out] == ["A"] * 5 and sum(not r.cached for r in out) == 1
+    row = next(r for r in gateway.store.ledger() if r["role"] == "judge")
+    assert row["calls"] == 1 and row["cache_hits"] == 4

@@ -77,10 +77,19 @@ def audit_score_structure(rubric: RubricSet, scores: pd.DataFrame, ctx: AuditCon
     complete = D.dropna().index
     labels = sub.drop_duplicates("pair_id").set_index("pair_id")["chosen_shown_as"]
     y = (labels.loc[complete] == "A").astype(int).to_numpy()
-    ed = effective_dimensionality(S.dropna().to_numpy())
-    out = {"effdim": metric(ed["effdim"], n=ed["n"], K=ed["K"], reason=ed.get("reason")),
-           "effdim_ratio": metric(ed["effdim_ratio"], n=ed["n"]),
-           "mean_abs_rho": metric(ed["mean_abs_corr"], n=ed["n"])}
+    full = S.dropna()
+    ed = effective_dimensionality(full.to_numpy())
+    out = {}
+    for key, field in (("effdim", "effdim"), ("effdim_ratio", "effdim_ratio"), ("mean_abs_rho", "mean_abs_corr")):
+        if len(full) >= 3:
+            # resample pairs (rows of S), recomputing the spectrum on each resample
+            boot = item_bootstrap(full.reset_index(drop=True),
+                                  lambda sub, f=field: effective_dimensionality(sub.to_numpy())[f],
+                                  np.arange(len(full)), n_resamples=ctx.n_boot, confidence=ctx.confidence,
+                                  seed=ctx.seed)
+            out[key] = metric(ed[field], boot["low"], boot["high"], n=ed["n"], K=ed["K"], reason=ed.get("reason"))
+        else:
+            out[key] = metric(ed[field], n=ed["n"], K=ed["K"], reason=ed.get("reason") or "CI needs ≥3 pairs")
     if len(complete) >= 4 and len(set(y)) == 2:
         bt = bt_diagnostics(D.loc[complete].to_numpy(float), y, seed=ctx.seed)
         folds = [float(f) for f in bt.get("cv_accuracy_folds", [])]

@@ -75,26 +75,9 @@ def check_subgroups(data: Any, ids: list[str]) -> tuple[list[list[str]], list[st
         return [], list(ids), ["reply is not an object with a 'subgroups' list"]
     known = set(ids)
     seen: set[str] = set()
-    groups: list[list[str]] = []
-    for g in data.get("subgroups") or []:
-        if not isinstance(g, list):
-            problems.append(f"subgroup {g!r} is not a list")
-            continue
-        members = []
-        for x in g:
-            x = str(x)
-            if x not in known:
-                problems.append(f"unknown id {x!r}")
-            elif x in seen:
-                problems.append(f"duplicate id {x!r}")
-            else:
-                members.append(x)
-                seen.add(x)
-        if len(members) >= 2:
-            groups.append(members)
-        elif g:
-            problems.append(f"subgroup {g!r} has fewer than 2 valid ids")
-    for x in data.get("unmerged") or []:
+
+    def claim(x: object) -> str | None:
+        """The id if it is known and not yet used; otherwise record the problem."""
         x = str(x)
         if x not in known:
             problems.append(f"unknown id {x!r}")
@@ -102,6 +85,21 @@ def check_subgroups(data: Any, ids: list[str]) -> tuple[list[list[str]], list[st
             problems.append(f"duplicate id {x!r}")
         else:
             seen.add(x)
+            return x
+        return None
+
+    groups: list[list[str]] = []
+    for g in data.get("subgroups") or []:
+        if not isinstance(g, list):
+            problems.append(f"subgroup {g!r} is not a list")
+            continue
+        members = [x for x in map(claim, g) if x is not None]
+        if len(members) >= 2:
+            groups.append(members)
+        elif g:
+            problems.append(f"subgroup {g!r} has fewer than 2 valid ids")
+    for x in data.get("unmerged") or []:
+        claim(x)
     missing = [x for x in ids if x not in seen]
     if missing:
         problems.append(f"{len(missing)} id(s) missing: {missing[:5]}")

@@ -114,6 +114,7 @@ class Gateway:
     async def arun(self, requests: Sequence[CallRequest], desc: str = "calls") -> list[CallResult]:
         """Run a batch on the current event loop; results come back in request order."""
         self._limiters = {}  # asyncio primitives belong to one loop
+        self._inflight: dict[str, asyncio.Future] = {}  # identical requests in one batch share one call
         stats = _BatchStats()
         started = time.time()
         results: list[CallResult | None] = [None] * len(requests)
@@ -155,7 +156,8 @@ class Gateway:
             rec = first if attempt == 0 else self.store.get_ok([key]).get(key)
             hit = rec is not None
             if rec is None:
-                rec = await self._call(req, attempt, messages)
+                rec, fresh = await self._fetch(req, attempt, messages, key)
+                hit = not fresh
             hits += hit
             fresh_retries += 0 if hit else rec.retries
             res = self._from_record(req, rec, cached=hit)
@@ -181,6 +183,16 @@ class Gateway:
                   completion_tokens=0 if total.cached else total.completion_tokens,
                   cost=0.0 if total.cached else total.cost)
         return total
+
+    async def _fetch(self, req: CallRequest, attempt: int, messages: list[dict[str, Any]],
+                     key: str) -> tuple[CallRecord, bool]:
+        """The record for ``key``: a new provider call, or the one already made for an identical request in
+        this batch (e.g. a flip-rate run that equals a panel seat). Returns (record, made_by_this_request)."""
+        fut = self._inflight.get(key)
+        if fut is not None:
+            return await asyncio.shield(fut), False
+        fut = self._inflight[key] = asyncio.ensure_future(self._call(req, attempt, messages))
+        return await asyncio.shield(fut), True
 
     def _from_record(self, req: CallRequest, rec: CallRecord, cached: bool) -> CallResult:
         res = CallResult(request=req, ok=rec.status == "ok", text=rec.text, error=rec.error, cached=cached,

@@ -17,7 +17,6 @@ import math
 import os
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -123,13 +122,10 @@ class LocalProvider(litellm.CustomLLM):
         texts = [input] if isinstance(input, str) else list(input)
         with self._lock(name):
             vectors = st.encode(texts, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
-        model_response.model = f"local/{name}"
-        model_response.object = "list"
-        model_response.data = [{"object": "embedding", "index": i, "embedding": v.tolist()}
-                               for i, v in enumerate(vectors)]
-        n_tok = sum(len(t.split()) for t in texts)
-        model_response.usage = litellm.Usage(prompt_tokens=n_tok, completion_tokens=0, total_tokens=n_tok)
-        return model_response
+        from rubriclab.llm._providers import fill_embedding_response
+
+        return fill_embedding_response(model_response, f"local/{name}", [v.tolist() for v in vectors],
+                                       sum(len(t.split()) for t in texts))
 
     async def aembedding(self, model: str, input: list, model_response: Any, *args: Any, **kwargs: Any) -> Any:
         return await asyncio.to_thread(self.embedding, model, input, model_response, *args, **kwargs)
@@ -202,17 +198,10 @@ def _first_token_distribution(llm: Any, messages: list, k: int) -> dict:
 
 
 def _model_response(model: str, out: dict) -> litellm.ModelResponse:
-    choice: dict[str, Any] = {"index": 0, "finish_reason": out.get("finish_reason") or "stop",
-                              "message": {"role": "assistant", "content": out["text"]}}
-    if "logprobs" in out:
-        choice["logprobs"] = out["logprobs"]
-    usage = out.get("usage") or {}
-    return litellm.ModelResponse(
-        id=f"local-{uuid.uuid4().hex[:12]}", created=int(time.time()), model=model, object="chat.completion",
-        choices=[choice],
-        usage={"prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0),
-               "total_tokens": usage.get("total_tokens", 0)},
-    )
+    from rubriclab.llm._providers import chat_response
+
+    return chat_response(model, out["text"], usage=out.get("usage"), logprobs=out.get("logprobs"),
+                         finish_reason=out.get("finish_reason") or "stop")
 
 
 _provider: LocalProvider | None = None

@@ -28,3 +28,30 @@ def register_provider(name: str, handler: litellm.CustomLLM) -> None:
 def registered_providers() -> dict[str, object]:
     """Providers registered so far, by name."""
     return dict(_handlers)
+
+
+def chat_response(model: str, text: str, *, usage: dict | None = None, logprobs: dict | None = None,
+                  finish_reason: str = "stop") -> litellm.ModelResponse:
+    """An OpenAI-shaped chat completion for in-process providers."""
+    import time
+    import uuid
+
+    choice: dict = {"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": text}}
+    if logprobs is not None:
+        choice["logprobs"] = logprobs
+    usage = usage or {}
+    return litellm.ModelResponse(
+        id=f"{model.split('/')[0]}-{uuid.uuid4().hex[:12]}", created=int(time.time()), model=model,
+        object="chat.completion", choices=[choice],
+        usage={"prompt_tokens": usage.get("prompt_tokens", 0), "completion_tokens": usage.get("completion_tokens", 0),
+               "total_tokens": usage.get("total_tokens", 0)})
+
+
+def fill_embedding_response(model_response, model: str, vectors: list[list[float]], prompt_tokens: int):
+    """Fill litellm's EmbeddingResponse in place (OpenAI shape) and return it."""
+    model_response.model = model
+    model_response.object = "list"
+    model_response.data = [{"object": "embedding", "index": i, "embedding": list(map(float, v))}
+                           for i, v in enumerate(vectors)]
+    model_response.usage = litellm.Usage(prompt_tokens=prompt_tokens, completion_tokens=0, total_tokens=prompt_tokens)
+    return model_response

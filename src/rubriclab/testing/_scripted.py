@@ -4,15 +4,13 @@ checks of a stage's logic without a real model."""
 from __future__ import annotations
 
 import threading
-import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import litellm
 
-from rubriclab.llm._providers import register_provider
+from rubriclab.llm._providers import chat_response, fill_embedding_response, register_provider
 
 Script = Callable[[list[dict[str, Any]], dict[str, Any]], "str | dict[str, Any]"]
 
@@ -38,16 +36,10 @@ class ScriptedProvider(litellm.CustomLLM):
         out = self.scripts[name](messages, dict(optional_params or {}))
         if isinstance(out, str):
             out = {"text": out}
-        choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
-                                  "message": {"role": "assistant", "content": out["text"]}}
-        if out.get("logprobs") is not None:
-            choice["logprobs"] = out["logprobs"]
         n_in = sum(len(str(m.get("content", "")).split()) for m in messages)
-        usage = out.get("usage") or {"prompt_tokens": n_in, "completion_tokens": len(out["text"].split()),
-                                     "total_tokens": n_in + len(out["text"].split())}
-        return litellm.ModelResponse(id=f"scripted-{uuid.uuid4().hex[:12]}", created=int(time.time()),
-                                     model=f"scripted/{name}", object="chat.completion", choices=[choice],
-                                     usage=usage)
+        n_out = len(out["text"].split())
+        usage = out.get("usage") or {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
+        return chat_response(f"scripted/{name}", out["text"], usage=usage, logprobs=out.get("logprobs"))
 
     async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> litellm.ModelResponse:
         return self.completion(model, messages, *args, **kwargs)
@@ -61,15 +53,8 @@ class ScriptedProvider(litellm.CustomLLM):
         texts = [input] if isinstance(input, str) else list(input)
         with self._lock:
             self.calls[name] += len(texts)
-        model_response.model = f"scripted/{name}"
-        model_response.object = "list"
-        model_response.data = [
-            {"object": "embedding", "index": i,
-             "embedding": list(map(float, self.scripts[name]([{"role": "user", "content": t}], {})))}
-            for i, t in enumerate(texts)
-        ]
-        model_response.usage = litellm.Usage(prompt_tokens=len(texts), completion_tokens=0, total_tokens=len(texts))
-        return model_response
+        vectors = [self.scripts[name]([{"role": "user", "content": t}], {}) for t in texts]
+        return fill_embedding_response(model_response, f"scripted/{name}", vectors, len(texts))
 
     async def aembedding(self, model: str, input: list, model_response: Any, *args: Any, **kwargs: Any) -> Any:
         return self.embedding(model, input, model_response, *args, **kwargs)
