@@ -84,7 +84,7 @@ def test_audit_stage_writes_the_card_and_logs_nested_runs(project):
     folder = root / "outputs/audit/demo_helpful"
     md = (folder / "card.md").read_text()
     assert "VFR formula" in md and "★" in md and "### mine" in md
-    assert "Paired comparisons" in md
+    assert "Paired comparisons" in md and "flip_rate" in md and "vfr" in md
     metrics = json.loads((root / "metrics/audit/demo_helpful.json").read_text())
     assert metrics["mine.struct"] == 5.0 and "mine.alpha.low" in metrics
     client = MlflowClient(tracking_uri(root))
@@ -119,3 +119,26 @@ def test_best_per_column_respects_direction():
     table = cross_source_table(card).set_index("source")
     assert table.loc["a", "α"].startswith("★") and table.loc["c", "α"] == "—"
     assert flat_metrics(card)["b.flip_rate"] == 0.3
+
+
+def test_paired_item_comparisons_detect_a_planted_difference():
+    import numpy as np
+    import pandas as pd
+
+    from rubriclab.audit._compare import adversarial_item_values, paired_item_comparisons
+
+    rng = np.random.default_rng(0)
+    items = [f"p{i}" for i in range(40)]
+    base = pd.Series(rng.uniform(0, 0.4, 40), index=items)
+    values = {"robust": base, "gameable": base + 0.3, "same": base.copy()}
+    rows = {(r["a"], r["b"]): r for r in paired_item_comparisons(values, "vfr", n_boot=500, seed=1)}
+    assert rows[("gameable", "robust")]["label"] == "difference"
+    assert rows[("gameable", "robust")]["diff"] == pytest.approx(0.3)
+    assert rows[("robust", "same")]["label"].startswith("no detectable difference (MDE=")
+    assert all(r["p_adjusted"] >= r["p_value"] for r in rows.values())
+    per_prompt = adversarial_item_values([
+        {"item_id": "x", "score": 9, "high": True, "exploiting": True},
+        {"item_id": "x", "score": 2, "high": False, "exploiting": None},
+        {"item_id": "y", "score": 9, "high": True, "exploiting": None},  # unverified: not usable
+        {"item_id": "y", "score": None, "high": None, "exploiting": None}])
+    assert per_prompt.to_dict() == {"x": 0.5}

@@ -109,9 +109,9 @@ def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *
     elif "alpha" in axes:
         metrics["alpha"] = metric(None, n=0, reason="α needs a panel of ≥2 judges (llm.roles.judge.model: [...])")
 
+    item_flips: list[dict[str, Any]] = []
     if "flip" in axes:
         runs_df = df[df.who.str.startswith("run")]
-        item_flips = []
         for cid, m in runs_df.groupby("criterion"):
             grid = m.pivot_table(index="who", columns="pair_id", values="score", aggfunc="first")
             verdicts = np.vectorize(_verdict, otypes=[object])(grid.to_numpy())
@@ -148,6 +148,10 @@ def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *
             boot = item_bootstrap(para.reset_index(drop=True), set_rho, para["pair_id"].to_numpy(), **boot_kw)
             metrics["paraphrase_rho"] = from_bootstrap(boot, paraphrases=len(para_texts),
                                                        statistic="mean Spearman ρ of per-pair scores")
+    item_values = {}
+    if "flip" in axes and item_flips:
+        item_values["flip_rate"] = pd.DataFrame(item_flips).groupby("pair_id")["flip"].mean()
     return {"metrics": metrics, "per_criterion": list(per_criterion.values()), "items": rows,
+            "item_values": item_values,
             "scores": df, "counts": {"reliability_parse_failures": failed, "paraphrase_failures": para_failed},
             "paraphrases": para_texts}

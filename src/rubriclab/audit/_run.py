@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from rubriclab.audit._compare import adversarial_item_values, paired_item_comparisons
 from rubriclab.audit._context import AuditContext
 from rubriclab.audit._fit import audit_applicability, audit_score_structure
 from rubriclab.audit._reliability import audit_reliability
@@ -38,6 +39,7 @@ def run_audit(sources: dict[str, RubricSet], *, pool: list[Pair], heldout: list[
     card: dict[str, dict[str, Any]] = {src: {} for src in sources}
     details: dict[str, dict[str, Any]] = {src: {} for src in sources}
     counts: dict[str, Counter] = {src: Counter() for src in sources}
+    item_values: dict[str, dict[str, Any]] = {"flip_rate": {}, "vfr": {}}
     for src, rs in sources.items():
         if rs.K == 0:
             counts[src]["empty_rubric"] += 1
@@ -54,6 +56,8 @@ def run_audit(sources: dict[str, RubricSet], *, pool: list[Pair], heldout: list[
                                   axes=rel_axes)
             if "reliability" in axes:
                 card[src].update(r["metrics"])
+                if "flip_rate" in r["item_values"]:
+                    item_values["flip_rate"][src] = r["item_values"]["flip_rate"]
             details[src]["reliability"] = {k: v for k, v in r.items() if k != "scores"}
             counts[src].update(r["counts"])
             if "fit" in axes:
@@ -73,6 +77,7 @@ def run_audit(sources: dict[str, RubricSet], *, pool: list[Pair], heldout: list[
             card[src].update({k: v for k, v in r["metrics"].items() if k != "formula"})
             details[src]["adversarial"] = r
             card[src]["vfr_formula"] = r["metrics"].get("formula")
+            item_values["vfr"][src] = adversarial_item_values(r["items"])
             counts[src].update(r["counts"])
     comparisons: list[dict[str, Any]] = []
     accuracy_items: list[dict[str, Any]] = []
@@ -85,11 +90,15 @@ def run_audit(sources: dict[str, RubricSet], *, pool: list[Pair], heldout: list[
                              early_stop=c["early_stop"], n_boot=ctx.n_boot, n_boot_paired=c["n_boot_paired"])
         for src, m in acc["metrics"].items():
             card.setdefault(src, {}).update(m)
-        comparisons = acc["comparisons"]
+        comparisons = [{"metric": "accuracy", **row} for row in acc["comparisons"]]
         accuracy_items = acc["items"]
         for src, n in (acc.get("counts") or {}).items():
             if isinstance(n, dict):
                 counts.setdefault(src, Counter()).update({k: v for k, v in n.items() if isinstance(v, int)})
+    for metric_name, per_source in item_values.items():
+        if len(per_source) >= 2:
+            comparisons += [{"template": None, **row} for row in paired_item_comparisons(
+                per_source, metric_name, n_boot=c["n_boot_paired"], seed=ctx.seed, confidence=ctx.confidence)]
     for src, cnt in counts.items():
         card.setdefault(src, {})["parse_failures"] = sum(v for k, v in cnt.items() if "fail" in k)
         card[src]["counts"] = dict(cnt)

@@ -106,9 +106,10 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
         if formula:
             md += [f"VFR formula: `{formula}`", ""]
         if not comparisons.empty:
-            keep = [c for c in ("template", "a", "b", "n_items", "acc_a", "acc_b", "diff", "low", "high", "p_value",
+            keep = [c for c in ("metric", "template", "a", "b", "n_items", "acc_a", "acc_b", "diff", "low", "high", "p_value",
                                 "p_adjusted", "mde", "label") if c in comparisons.columns]
-            md += ["## Paired comparisons (held-out accuracy; paired bootstrap, BH-adjusted, MDE at 80% power)", "",
+            md += ["## Paired comparisons (same items under each source; paired bootstrap, BH-adjusted within "
+                   "each metric, MDE at 80% power)", "",
                    to_markdown(comparisons[keep].round(3)), ""]
         md += ["## Per source (every metric, 95% CI, n)", ""]
         for src, sub in numeric.groupby("source", sort=False):
