@@ -125,7 +125,7 @@ def test_rubric_naming_the_planted_keyword_beats_no_rubric(store):
     assert win["diff"] == pytest.approx(1 - unswapped) and win["n_items"] == N
     assert win["p_adjusted"] < 0.01 and win["label"] == "difference" and win["mde"] > 0
     same = find(comp, template="direct", a="style", b="no_rubric")
-    assert same["diff"] == 0 and same["label"].startswith("no detectable difference")
+    assert same["diff"] == 0 and same["label"].startswith("no difference: identical on every shared item")
     # paired needs the same items: style's per-rubric ties leave nothing decided under both
     empty = find(comp, template="per_rubric", a="acc", b="style")
     assert empty["n_obs"] == 0 and empty["n_excluded"] == N and empty["p_value"] is None

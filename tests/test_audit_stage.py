@@ -130,11 +130,13 @@ def test_paired_item_comparisons_detect_a_planted_difference():
     rng = np.random.default_rng(0)
     items = [f"p{i}" for i in range(40)]
     base = pd.Series(rng.uniform(0, 0.4, 40), index=items)
-    values = {"robust": base, "gameable": base + 0.3, "same": base.copy()}
+    values = {"robust": base, "gameable": base + 0.3, "same": base.copy(),
+              "noisy": base + rng.normal(0, 0.05, 40)}
     rows = {(r["a"], r["b"]): r for r in paired_item_comparisons(values, "vfr", n_boot=500, seed=1)}
     assert rows[("gameable", "robust")]["label"] == "difference"
     assert rows[("gameable", "robust")]["diff"] == pytest.approx(0.3)
-    assert rows[("robust", "same")]["label"].startswith("no detectable difference (MDE=")
+    assert rows[("robust", "same")]["label"].startswith("no difference: identical on every shared item")
+    assert rows[("noisy", "robust")]["label"].startswith("no detectable difference (MDE=")
     assert all(r["p_adjusted"] >= r["p_value"] for r in rows.values())
     per_prompt = adversarial_item_values([
         {"item_id": "x", "score": 9, "high": True, "exploiting": True},

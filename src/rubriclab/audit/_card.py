@@ -115,6 +115,9 @@ def to_markdown(table: pd.DataFrame) -> str:
     """A GitHub-flavoured markdown table (no extra dependency)."""
     cols = list(table.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    def cell(v: Any) -> str:
+        return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
     for _, row in table.iterrows():
-        lines.append("| " + " | ".join(str(row[c]) for c in cols) + " |")
+        lines.append("| " + " | ".join(cell(row[c]) for c in cols) + " |")
     return "\n".join(lines)

@@ -100,6 +100,10 @@ def label_comparison(comparison: dict[str, Any], alpha: float = 0.05, power: flo
     Without a usable p-value or CI: ``"undetermined (<reason>)"``.
     """
     alpha = probability(alpha, "alpha")
+    se, diff = comparison.get("se"), comparison.get("diff")
+    if se is not None and diff is not None and np.isfinite(se) and se == 0 and diff == 0:
+        # no variation at all: the two sources agree on every shared item, and an MDE of 0 would mislead
+        return "no difference: identical on every shared item (no variation, MDE undefined)"
     p = comparison.get("p_adjusted", comparison.get("p_value"))
     if p is not None and np.isfinite(p):
         significant = float(p) < alpha
