@@ -68,6 +68,7 @@ def test_discover_stage_writes_every_rubric_source_and_reruns_free(project):
     rs = load_rubric_set(root / "outputs/rubrics/demo_helpful/discovered.json")
     assert rs.source == "discovered" and rs.K >= 1 and all(c.provenance["candidates"] for c in rs.criteria)
     assert load_rubric_set(root / "outputs/rubrics/demo_helpful/imported_mine.json").K == 2
+    assert first["metrics"]["K.imported_mine"] == 2 and first["metrics"]["K.discovered"] == rs.K
     assert (root / "outputs/discover/demo_helpful/support.png").stat().st_size > 1000
     calls = dict(scripted_provider().calls)
     second = run_discover_stage(params, root, "demo_helpful")

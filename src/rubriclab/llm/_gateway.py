@@ -105,6 +105,7 @@ class Gateway:
         self.stage = stage
         self.progress = progress
         self._limiters: dict[tuple[str, str | None], ModelLimiter] = {}
+        self._inflight: dict[str, asyncio.Future] = {}  # identical requests in one batch share one call
 
     # -- public API -------------------------------------------------------------------------
     def run(self, requests: Sequence[CallRequest], desc: str = "calls") -> list[CallResult]:
@@ -113,8 +114,7 @@ class Gateway:
 
     async def arun(self, requests: Sequence[CallRequest], desc: str = "calls") -> list[CallResult]:
         """Run a batch on the current event loop; results come back in request order."""
-        self._limiters = {}  # asyncio primitives belong to one loop
-        self._inflight: dict[str, asyncio.Future] = {}  # identical requests in one batch share one call
+        self._limiters, self._inflight = {}, {}  # asyncio primitives belong to one loop
         stats = _BatchStats()
         started = time.time()
         results: list[CallResult | None] = [None] * len(requests)

@@ -98,6 +98,7 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
                           templates_dir=templates_dir)
         written = {"discovered": save_rubric_set(result.discovered, rubrics_out / "discovered.json"),
                    "pref_repaired": save_rubric_set(result.pref_repaired, rubrics_out / "pref_repaired.json")}
+        sizes = {"discovered": result.discovered.K, "pref_repaired": result.pref_repaired.K}
 
         task_cfg = cfg.get("task_derived") or {}
         task = (task_cfg.get("tasks") or {}).get(dataset)
@@ -108,6 +109,7 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
                                                        templates_dir)
             if task_rs is not None:
                 written["task_derived"] = save_rubric_set(task_rs, rubrics_out / "task_derived.json")
+                sizes["task_derived"] = task_rs.K
 
         imported_dir = project_dir / cfg.get("imported_dir", "experiments/rubrics")
         for path in sorted(imported_dir.glob("*")) if imported_dir.is_dir() else []:
@@ -116,6 +118,7 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
                 rs = rs.with_criteria(rs.criteria, source="imported",
                                       provenance={**rs.provenance, "file": str(path.relative_to(project_dir))})
                 written[f"imported_{path.stem}"] = save_rubric_set(rs, rubrics_out / f"imported_{path.stem}.json")
+                sizes[f"imported_{path.stem}"] = rs.K
 
         pd.DataFrame(result.candidates).to_parquet(evidence / "candidates.parquet", index=False)
         pd.DataFrame(result.pref_rows).to_csv(evidence / "pref_fit.csv", index=False)
@@ -134,7 +137,8 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
                    "k_discovered": result.discovered.K, "k_pref_repaired": result.pref_repaired.K,
                    **{f"support.{k}": v for k, v in result.report["support"].items()},
                    **{f"pref_rank.{k}": v for k, v in result.report["pref_rank"].items()},
-                   **{f"level{lv['level']}.{k}": v for lv in result.levels for k, v in lv.items() if k != "level"}}
+                   **{f"level{lv['level']}.{k}": v for lv in result.levels for k, v in lv.items() if k != "level"},
+                   **{f"K.{name}": k for name, k in sizes.items()}}
         run.log_metrics(metrics)
         for path in written.values():
             run.log_artifact(path, "rubrics")
