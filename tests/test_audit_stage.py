@@ -144,3 +144,13 @@ def test_paired_item_comparisons_detect_a_planted_difference():
         {"item_id": "y", "score": 9, "high": True, "exploiting": None},  # unverified: not usable
         {"item_id": "y", "score": None, "high": None, "exploiting": None}])
     assert per_prompt.to_dict() == {"x": 0.5}
+
+
+def test_numeric_table_says_why_a_value_is_missing():
+    from rubriclab.audit import numeric_table
+
+    table = numeric_table({"a": {"mean_abs_rho": metric(None, n=5, reason="K=1: no criterion pairs"),
+                                 "calls_saved_direct": 3}})
+    row = table.set_index("metric").loc["mean_abs_rho"]
+    assert row["note"] == "K=1: no criterion pairs" and row["n"] == 5
+    assert table.set_index("metric").loc["calls_saved_direct", "value"] == 3

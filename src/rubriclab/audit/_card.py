@@ -97,17 +97,18 @@ def flat_metrics(card: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def numeric_table(card: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """Long CSV form: source, metric, value, low, high, n, best."""
+    """Long CSV form: source, metric, value, low, high, n, best, note (why a value is missing or degenerate)."""
     best = best_sources(card)
     rows = []
     for src, m in card.items():
         for key, e in m.items():
             if isinstance(e, dict) and "value" in e:
                 rows.append({"source": src, "metric": key, "value": e.get("value"), "low": e.get("low"),
-                             "high": e.get("high"), "n": e.get("n"), "best": src in best.get(key, [])})
+                             "high": e.get("high"), "n": e.get("n"), "best": src in best.get(key, []),
+                             "note": e.get("reason") or e.get("degenerate") or ""})
             elif isinstance(e, (int, float)):
                 rows.append({"source": src, "metric": key, "value": e, "low": None, "high": None, "n": None,
-                             "best": False})
+                             "best": False, "note": ""})
     return pd.DataFrame(rows)
 
 
