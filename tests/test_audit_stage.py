@@ -154,3 +154,13 @@ def test_numeric_table_says_why_a_value_is_missing():
     row = table.set_index("metric").loc["mean_abs_rho"]
     assert row["note"] == "K=1: no criterion pairs" and row["n"] == 5
     assert table.set_index("metric").loc["calls_saved_direct", "value"] == 3
+
+
+def test_markdown_cells_escape_pipes_and_show_missing_as_dash():
+    import pandas as pd
+
+    from rubriclab.audit import to_markdown
+
+    md = to_markdown(pd.DataFrame([{"mean |ρ|": "K=1: mean |ρ| undefined", "v": float("nan")}]))
+    header, _, row = md.splitlines()
+    assert header.count(" | ") == 1 and row.count(" | ") == 1 and row.endswith("| — |")

@@ -114,11 +114,13 @@ def numeric_table(card: dict[str, dict[str, Any]]) -> pd.DataFrame:
 
 def to_markdown(table: pd.DataFrame) -> str:
     """A GitHub-flavoured markdown table (no extra dependency)."""
-    cols = list(table.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    def cell(v: Any) -> str:
-        return "—" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
+    def cell(v: Any) -> str:
+        text = "—" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+        return text.replace("|", "\\|")  # a literal pipe (e.g. "mean |ρ|") must not split the cell
+
+    cols = list(table.columns)
+    lines = ["| " + " | ".join(cell(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for _, row in table.iterrows():
         lines.append("| " + " | ".join(cell(row[c]) for c in cols) + " |")
     return "\n".join(lines)
