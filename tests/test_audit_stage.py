@@ -105,6 +105,10 @@ def test_audit_cli_on_a_rubric_file_and_selected_axes(project, capsys, tmp_path)
     assert code == 0
     out = capsys.readouterr().out
     assert "extra" in out and "Struct" in out
+    assert (root / "outputs/audit_cli/demo_helpful/card.md").exists()
+    # an ad-hoc audit leaves the pipeline's card alone
+    pipeline_card = root / "outputs/audit/demo_helpful/card.md"
+    assert not pipeline_card.exists() or "extra" not in pipeline_card.read_text()
     assert main(["audit", "--params", str(root / "params.yaml"), "--dataset", "demo_helpful",
                  "--axes", "vibes"]) == 2
     assert "allowed: structure, reliability, fit, adversarial" in capsys.readouterr().err

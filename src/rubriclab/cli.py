@@ -52,8 +52,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     axes = [a.strip() for a in args.axes.split(",")] if args.axes else None
     sources = [s.strip() for s in args.sources.split(",")] if args.sources is not None else (
         [] if args.rubrics else None)
+    out_dir = Path(args.out) if args.out else project / "outputs/audit_cli" / args.dataset
     out = run_audit_stage(params, project, args.dataset, sources=sources, rubric_files=[Path(p) for p in args.rubrics],
-                          axes=axes)
+                          axes=axes, out_dir=out_dir)
     print(out["table"].to_string(index=False))
     print(f"\naudit card: {out['out'] / 'card.md'}")
     return 0
@@ -107,6 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sources", default=None, help="comma-separated rubric sources from outputs/rubrics/<dataset> "
                                                    "(default: audit.sources, or none when --rubrics is given)")
     p.add_argument("--axes", default=None, help="comma-separated subset of structure,reliability,fit,adversarial")
+    p.add_argument("--out", default=None, help="folder for the card (default: outputs/audit_cli/<dataset>; the "
+                                               "DVC stage alone writes outputs/audit/<dataset>)")
     p.set_defaults(func=cmd_audit)
 
     p = sub.add_parser("calls", help="calls, tokens, cost, cache hits and failures per stage and role")

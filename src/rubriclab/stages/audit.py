@@ -69,7 +69,11 @@ def _context(params: dict[str, Any], project: Path, stage: str) -> tuple[AuditCo
 
 
 def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sources: list[str] | None = None,
-                    rubric_files: list[Path] = (), axes: list[str] | None = None) -> dict[str, Any]:
+                    rubric_files: list[Path] = (), axes: list[str] | None = None,
+                    out_dir: Path | None = None) -> dict[str, Any]:
+    """Audit ``dataset``. The DVC stage writes ``outputs/audit/<dataset>`` and ``metrics/audit/<dataset>.json``;
+    an ad-hoc audit (``out_dir`` given, e.g. from the CLI) writes only its own folder, so it never
+    touches the pipeline's outputs."""
     cfg = dict(get(params, "audit", {}))
     names = list(sources if sources is not None else cfg.get("sources", []))
     rubric_sets = load_sources(project, dataset, names, rubric_files)
@@ -81,13 +85,13 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
     ood = _split(project, ood_name, "audit", cfg.get("pool_size")) if ood_name else []
     axes = tuple(axes or cfg.get("axes") or ("structure", "reliability", "fit", "adversarial"))
     ctx, models = _context(params, project, f"audit@{dataset}")
-    out = project / "outputs/audit" / dataset
+    out = out_dir or project / "outputs/audit" / dataset
     out.mkdir(parents=True, exist_ok=True)
     embedded = any(m.startswith("local/") for m in models)
     with stage_run("audit", f"audit@{dataset}", params, project,
                    experiment=get(params, "tracking.experiment", "rubriclab"),
                    tags={"dataset": dataset, "models": ", ".join(models), "sources": ", ".join(rubric_sets),
-                         "embedded_model": str(embedded)}) as run:
+                         "embedded_model": str(embedded), "adhoc": str(out_dir is not None)}) as run:
         result = run_audit(rubric_sets, pool=pool, heldout=heldout, ood=ood, ctx=ctx, cfg=cfg, axes=axes)
         card = result["card"]
         table = cross_source_table(card)
@@ -143,7 +147,8 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
                 for axis, d in result["details"].get(src, {}).items():
                     if isinstance(d, dict) and d.get("items"):
                         child.log_table(pd.DataFrame(d["items"]), f"{axis}.items.json")
-    write_metrics_json(project / "metrics/audit" / f"{dataset}.json", flat)
+    if out_dir is None:
+        write_metrics_json(project / "metrics/audit" / f"{dataset}.json", flat)
     return {"card": card, "table": table, "out": out, "metrics": flat}
 
 
