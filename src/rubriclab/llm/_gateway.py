@@ -122,10 +122,11 @@ class Gateway:
         bar = tqdm(total=len(requests), desc=f"{self.stage}:{desc}", disable=not self.progress or not requests,
                    mininterval=0.5, leave=False)
         try:
-            cached = self.store.get_ok([r.key(0) for r in requests])
+            keys = [r.key(0) for r in requests]  # hashing the messages is the per-call hot path: once
+            cached = self.store.get_ok(keys)
             pending: list[int] = []
             for i, req in enumerate(requests):
-                rec = cached.get(req.key(0))
+                rec = cached.get(keys[i])
                 if rec is not None:
                     res = self._from_record(req, rec, cached=True)
                     if res.ok or res.parse_error is None or req.role.parse_retries == 0:
@@ -136,7 +137,7 @@ class Gateway:
                 pending.append(i)
 
             async def one(i: int) -> None:
-                results[i] = await self._resolve(requests[i], stats, cached.get(requests[i].key(0)))
+                results[i] = await self._resolve(requests[i], stats, keys[i], cached.get(keys[i]))
                 bar.update(1)
 
             await asyncio.gather(*(one(i) for i in pending))
@@ -147,12 +148,13 @@ class Gateway:
         return results  # type: ignore[return-value]
 
     # -- internals --------------------------------------------------------------------------
-    async def _resolve(self, req: CallRequest, stats: _BatchStats, first: CallRecord | None) -> CallResult:
+    async def _resolve(self, req: CallRequest, stats: _BatchStats, first_key: str,
+                       first: CallRecord | None) -> CallResult:
         total = CallResult(request=req, ok=False)
         hits = fresh_retries = 0
         messages = req.messages
         for attempt in range(req.role.parse_retries + 1):
-            key = req.key(attempt, messages)
+            key = first_key if attempt == 0 else req.key(attempt, messages)
             rec = first if attempt == 0 else self.store.get_ok([key]).get(key)
             hit = rec is not None
             if rec is None:
@@ -191,7 +193,7 @@ class Gateway:
         fut = self._inflight.get(key)
         if fut is not None:
             return await asyncio.shield(fut), False
-        fut = self._inflight[key] = asyncio.ensure_future(self._call(req, attempt, messages))
+        fut = self._inflight[key] = asyncio.ensure_future(self._call(req, attempt, messages, key))
         return await asyncio.shield(fut), True
 
     def _from_record(self, req: CallRequest, rec: CallRecord, cached: bool) -> CallResult:
@@ -215,10 +217,9 @@ class Gateway:
             lim = self._limiters[key] = ModelLimiter(role.concurrency, role.rpm, role.tpm)
         return lim
 
-    async def _call(self, req: CallRequest, attempt: int, messages: list[dict[str, Any]]) -> CallRecord:
+    async def _call(self, req: CallRequest, attempt: int, messages: list[dict[str, Any]], key: str) -> CallRecord:
         role = req.role
         params = req.params(attempt)
-        key = req.key(attempt, messages)
         limiter = self._limiter(role)
         est = _estimate_tokens(req.messages) + role.max_tokens
         retries = 0
@@ -231,8 +232,8 @@ class Gateway:
                     model=role.model, messages=messages, timeout=role.timeout, num_retries=0, max_retries=0,
                     **params, **role.transport_params(),
                 )
-                rec = _record_from_response(resp, req, messages, key, attempt, self.stage, time.perf_counter() - t0,
-                                            retries)
+                rec = _record_from_response(resp, req, messages, params, key, attempt, self.stage,
+                                            time.perf_counter() - t0, retries)
                 used = rec.prompt_tokens + rec.completion_tokens
                 self.store.put(rec)
                 return rec
@@ -265,8 +266,8 @@ def _estimate_tokens(messages: list[dict[str, Any]]) -> int:
     return sum(len(str(m.get("content", ""))) for m in messages) // 4 + 4 * len(messages)
 
 
-def _record_from_response(resp: Any, req: CallRequest, messages: list[dict[str, Any]], key: str, attempt: int,
-                          stage: str, latency: float, retries: int) -> CallRecord:
+def _record_from_response(resp: Any, req: CallRequest, messages: list[dict[str, Any]], params: dict[str, Any],
+                          key: str, attempt: int, stage: str, latency: float, retries: int) -> CallRecord:
     choice = resp.choices[0]
     text = choice.message.content or ""
     usage = getattr(resp, "usage", None)
@@ -282,5 +283,5 @@ def _record_from_response(resp: Any, req: CallRequest, messages: list[dict[str, 
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         cost=float(cost), latency_s=latency, retries=retries,
-        request={"messages": messages, "params": public_params(req.params(attempt))},
+        request={"messages": messages, "params": public_params(params)},
     )
