@@ -53,6 +53,35 @@ def _verdict(score: float) -> str | None:
     return "chosen" if score > 5 else "rejected" if score < 5 else "tie"
 
 
+def _grid(scores: pd.DataFrame) -> pd.DataFrame:
+    """who × pair score grid of one criterion. A pair drawn twice by the bootstrap keeps both copies
+    (columns are (pair_id, copy)), so a resample is not silently collapsed to its distinct pairs."""
+    scores = scores.assign(copy=scores.groupby(["who", "pair_id"]).cumcount())
+    return scores.pivot_table(index="who", columns=["pair_id", "copy"], values="score", aggfunc="first")
+
+
+def _alpha(scores: pd.DataFrame) -> float:
+    return krippendorff_alpha(_grid(scores).to_numpy())["alpha"]
+
+
+def _rho(scores: pd.DataFrame) -> float:
+    grid = _grid(scores)
+    return paraphrase_stability(grid.to_numpy())["rho"] if len(grid) >= 2 else np.nan
+
+
+def _by_criterion(scores: pd.DataFrame, fn) -> dict[str, float]:
+    return {cid: fn(m) for cid, m in scores.groupby("criterion")}
+
+
+def _mean_over_criteria(fn):
+    """Set-level statistic: the mean over criteria of ``fn`` (criteria where it is undefined left out)."""
+    def statistic(scores: pd.DataFrame) -> float:
+        vals = [v for v in _by_criterion(scores, fn).values() if not np.isnan(v)]
+        return float(np.mean(vals)) if vals else np.nan
+
+    return statistic
+
+
 def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *, runs: int = 5,
                       temperature: float = 0.7, paraphrases: int = 5, paraphrase_temperature: float = 0.8,
                       axes: tuple[str, ...] = ("alpha", "flip", "paraphrase")) -> dict[str, Any]:
@@ -91,20 +120,11 @@ def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *
 
     if "alpha" in axes and len(ctx.judges) >= 2:
         raters = df[df.who.str.startswith("rater")]
-
-        def set_alpha(sub: pd.DataFrame) -> float:
-            vals = [krippendorff_alpha(m.pivot_table(index="who", columns="pair_id", values="score",
-                                                     aggfunc="first").to_numpy())["alpha"]
-                    for _, m in sub.groupby("criterion")]
-            vals = [v for v in vals if not np.isnan(v)]
-            return float(np.mean(vals)) if vals else np.nan
-
-        for cid, m in raters.groupby("criterion"):
-            res = krippendorff_alpha(m.pivot_table(index="who", columns="pair_id", values="score",
-                                                   aggfunc="first").to_numpy())
-            per_criterion[cid]["alpha"] = res["alpha"]
+        for cid, value in _by_criterion(raters, _alpha).items():
+            per_criterion[cid]["alpha"] = value
         # one item = one pair: all its ratings on every criterion move together
-        boot = item_bootstrap(raters.reset_index(drop=True), set_alpha, raters["pair_id"].to_numpy(), **boot_kw)
+        boot = item_bootstrap(raters.reset_index(drop=True), _mean_over_criteria(_alpha),
+                              raters["pair_id"].to_numpy(), **boot_kw)
         metrics["alpha"] = from_bootstrap(boot, level="ordinal", raters=len(ctx.judges), scale="0-10")
     elif "alpha" in axes:
         metrics["alpha"] = metric(None, n=0, reason="α needs a panel of ≥2 judges (llm.roles.judge.model: [...])")
@@ -113,11 +133,11 @@ def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *
     if "flip" in axes:
         runs_df = df[df.who.str.startswith("run")]
         for cid, m in runs_df.groupby("criterion"):
-            grid = m.pivot_table(index="who", columns="pair_id", values="score", aggfunc="first")
+            grid = _grid(m)
             verdicts = np.vectorize(_verdict, otypes=[object])(grid.to_numpy())
             res = flip_rate(verdicts)
             per_criterion[cid]["flip_rate"] = res["flip_rate"]
-            for pid, flipped, evaluated in zip(grid.columns, res["flips"], res["evaluated"]):
+            for (pid, _), flipped, evaluated in zip(grid.columns, res["flips"], res["evaluated"]):
                 if evaluated:
                     item_flips.append({"criterion": cid, "pair_id": pid, "flip": float(flipped)})
         flips = pd.DataFrame(item_flips, columns=["criterion", "pair_id", "flip"])
@@ -132,20 +152,10 @@ def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *
         if para.empty or para["who"].nunique() < 2:
             metrics["paraphrase_rho"] = metric(None, n=0, reason="needs ≥2 parsed paraphrases (audit.paraphrases ≥2)")
         else:
-            def set_rho(sub: pd.DataFrame) -> float:
-                vals = []
-                for _, m in sub.groupby("criterion"):
-                    grid = m.pivot_table(index="who", columns="pair_id", values="score", aggfunc="first")
-                    if len(grid) >= 2:
-                        vals.append(paraphrase_stability(grid.to_numpy())["rho"])
-                vals = [v for v in vals if not np.isnan(v)]
-                return float(np.mean(vals)) if vals else np.nan
-
-            for cid, m in para.groupby("criterion"):
-                grid = m.pivot_table(index="who", columns="pair_id", values="score", aggfunc="first")
-                per_criterion[cid]["paraphrase_rho"] = (paraphrase_stability(grid.to_numpy())["rho"]
-                                                        if len(grid) >= 2 else np.nan)
-            boot = item_bootstrap(para.reset_index(drop=True), set_rho, para["pair_id"].to_numpy(), **boot_kw)
+            for cid, value in _by_criterion(para, _rho).items():
+                per_criterion[cid]["paraphrase_rho"] = value
+            boot = item_bootstrap(para.reset_index(drop=True), _mean_over_criteria(_rho), para["pair_id"].to_numpy(),
+                                  **boot_kw)
             metrics["paraphrase_rho"] = from_bootstrap(boot, paraphrases=len(para_texts),
                                                        statistic="mean Spearman ρ of per-pair scores")
     item_values = {}
