@@ -128,3 +128,101 @@ def test_identical_requests_in_one_batch_make_one_call(gateway):
     assert [r.value for r in out] == ["A"] * 5 and sum(not r.cached for r in out) == 1
     row = next(r for r in gateway.store.ledger() if r["role"] == "judge")
     assert row["calls"] == 1 and row["cache_hits"] == 4
+
+
+# -- truncated replies ----------------------------------------------------------------------------------
+
+
+def test_a_reply_cut_at_the_token_limit_is_a_parse_failure_then_reasked(gateway):
+    replies = iter([{"text": 'Output "[[A]]" if A is better, "[[B]]" if B', "finish_reason": "length"},
+                    {"text": "[[A]] because", "finish_reason": "length"},  # a marker, but cut off: not usable
+                    {"text": "[[B]]"}])
+    seen = []
+
+    def script(m, p):
+        seen.append(m)
+        return next(replies)
+
+    res = gateway.run([_req(scripted_model("cut", script), "q", parser=parse_verdict, parse_retries=2)])[0]
+    assert res.ok and res.value == "B" and res.attempts == 3
+    assert "token limit" in seen[1][-1]["content"]
+
+    always = scripted_model("always_cut", lambda m, p: {"text": "[[A]] is clearly", "finish_reason": "length"})
+    res = gateway.run([_req(always, "q", parser=parse_verdict, parse_retries=1)])[0]
+    assert not res.ok and res.value is None and "token limit" in res.parse_error
+    assert res.text == "[[A]] is clearly"  # recorded with its raw text
+    row = next(r for r in gateway.store.ledger() if r["role"] == "judge")
+    assert row["parse_failures"] == 1
+
+
+def test_a_cut_reply_without_a_parser_is_not_used_either(gateway):
+    cut = scripted_model("cut_free", lambda m, p: {"text": "Here is a long answer that", "finish_reason": "length"})
+    res = gateway.run([_req(cut, "write", parse_retries=0)])[0]
+    assert not res.ok and res.value is None and "token limit" in res.parse_error
+
+
+def test_one_token_logprob_scoring_may_stop_at_the_limit(gateway):
+    def scorer(m, p):
+        top = [{"token": "Yes", "logprob": -0.1, "bytes": None}, {"token": "No", "logprob": -2.0, "bytes": None}]
+        return {"text": "Yes", "finish_reason": "length",
+                "logprobs": {"content": [{"token": "Yes", "logprob": -0.1, "bytes": None, "top_logprobs": top}]}}
+
+    role = RoleSpec(name="judge", model=scripted_model("one_token", scorer), max_tokens=1)
+    res = gateway.run([CallRequest(role=role, messages=[{"role": "user", "content": "ok?"}], logprobs=5)])[0]
+    assert res.ok and yes_no_gap(res.extra) == pytest.approx(1.9)
+
+
+# -- the endpoint is part of a call's identity; credentials never are ----------------------------------
+
+
+def test_two_endpoints_behind_one_model_string_do_not_share_replies(gateway):
+    model = scripted_model("endpoint", lambda m, p: "[[A]]")
+    msgs = [{"role": "user", "content": "which?"}]
+    one = RoleSpec(name="judge", model=model, api_base="http://10.0.0.1:8000/v1")
+    two = RoleSpec(name="judge", model=model, api_base="http://10.0.0.2:8000/v1")
+    gateway.run([CallRequest(role=one, messages=msgs)])
+    gateway.run([CallRequest(role=two, messages=msgs)])
+    assert scripted_provider().calls["endpoint"] == 2  # the second endpoint was asked, not served from cache
+    # credentials inside the URL are not part of the endpoint's identity
+    same = RoleSpec(name="judge", model=model, api_base="http://user:pw@10.0.0.1:8000/v1/?api-key=abc")
+    assert CallRequest(role=same, messages=msgs).key(0) == CallRequest(role=one, messages=msgs).key(0)
+    gateway.run([CallRequest(role=same, messages=msgs)])
+    assert scripted_provider().calls["endpoint"] == 2
+    dump = "\n".join(gateway.store._db.iterdump())
+    assert "10.0.0.2:8000" in dump and "pw@" not in dump and "api-key=abc" not in dump
+
+
+SECRETS = {"extra_headers": {"Authorization": "Bearer abcdefgh-1234", "X-Api-Key": "plain-header-key"},
+           "extra_body": {"api_key": "body-key-777", "top_k": 5, "session_token": "tok-888"},
+           "client_secret": "s3cr3t-999", "aws_credentials": {"id": "AKIDEXAMPLE", "pw": "creds-000"}}
+
+
+def test_credential_like_extra_is_sent_but_never_stored_or_keyed(gateway):
+    model = scripted_model("extra_secrets", lambda m, p: "ok")
+    msgs = [{"role": "user", "content": "hi"}]
+    role = RoleSpec(name="judge", model=model, extra=SECRETS)
+    res = gateway.run([CallRequest(role=role, messages=msgs)])[0]
+    assert res.ok
+    sent = scripted_provider().kwargs["extra_secrets"]
+    assert sent["headers"]["Authorization"] == "Bearer abcdefgh-1234"  # the provider still gets them
+    assert sent["optional_params"]["extra_body"] == SECRETS["extra_body"]
+    dump = "\n".join(gateway.store._db.iterdump())
+    for secret in ("abcdefgh-1234", "plain-header-key", "body-key-777", "tok-888", "s3cr3t-999", "creds-000"):
+        assert secret not in dump, secret
+    assert '"top_k": 5' in dump  # a decoding knob inside extra_body still counts
+    # not hashed either: the key does not change with the secret values
+    other = RoleSpec(name="judge", model=model, extra={**SECRETS, "client_secret": "another",
+                                                       "extra_body": {**SECRETS["extra_body"], "api_key": "x"}})
+    assert CallRequest(role=other, messages=msgs).key(0) == CallRequest(role=role, messages=msgs).key(0)
+    changed = RoleSpec(name="judge", model=model, extra={**SECRETS, "extra_body": {"top_k": 9}})
+    assert CallRequest(role=changed, messages=msgs).key(0) != CallRequest(role=role, messages=msgs).key(0)
+
+
+def test_mlflow_params_use_the_same_secret_filter():
+    from rubriclab.tracking import flatten_params
+
+    flat = flatten_params({"llm": {"roles": {"judge": {"model": "m", "extra": SECRETS}}}})
+    dumped = str(flat)
+    for secret in ("abcdefgh-1234", "plain-header-key", "body-key-777", "tok-888", "s3cr3t-999", "creds-000"):
+        assert secret not in dumped, secret
+    assert flat["llm.roles.judge.extra.extra_body.top_k"] == "5"

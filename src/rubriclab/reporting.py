@@ -6,7 +6,8 @@ from typing import Any
 
 _LEDGER_COLS = [
     ("stage", "stage"), ("role", "role"), ("items", "items"), ("cache_hits", "hits"), ("calls", "calls"),
-    ("failed", "failed"), ("retries", "retries"), ("parse_failures", "parse_fail"), ("prompt_tokens", "tok_in"),
+    ("failed", "failed"), ("retries", "retries"), ("parse_failures", "parse_fail"),
+    ("transport_failures", "transport_fail"), ("prompt_tokens", "tok_in"),
     ("completion_tokens", "tok_out"), ("cost", "cost_usd"),
 ]
 

@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rubriclab.secrets import is_secret_key, looks_like_secret_value, scrub
+
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
@@ -40,50 +42,13 @@ _MAX_TAG_VALUE_LENGTH = 8000
 _PARAMS_PER_BATCH = 100
 _METRICS_PER_BATCH = 1000
 
-# Words that mark a key as a credential. Matched per word (split on _ - . / space and camelCase) so
-# `api_key`, `hf_token`, `aws_secret_access_key`, `apiKey` are dropped while `max_tokens` (plural,
-# a decoding knob every judge config has) survives.
-_SECRET_WORDS = frozenset(
-    {"key", "apikey", "token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials"}
-)
-_SECRET_SUBSTRINGS = ("api_key", "apikey", "secret", "password", "passwd", "credential")
-# Values that are unmistakably provider keys are dropped even under an innocent-looking name.
-_SECRET_VALUE = re.compile(r"^(sk-|sk_|hf_|ghp_|xox[abp]-|AKIA)[A-Za-z0-9_\-]{12,}$")
 _BAD_KEY_CHARS = re.compile(r"[^/\w.\- ]")
-
-
-def is_secret_key(path: str) -> bool:
-    """True if a (dotted) key path names a credential: any component containing ``api_key``,
-    ``secret``, ``password`` or ``credential``, or having ``key``/``token`` as a word."""
-    for part in re.split(r"[./]", path):
-        low = part.lower()
-        if any(s in low for s in _SECRET_SUBSTRINGS):
-            return True
-        words = re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", part).lower()
-        if _SECRET_WORDS & set(re.split(r"[_\-\s]+", words)):
-            return True
-    return False
-
-
-def _looks_like_secret_value(value: Any) -> bool:
-    return isinstance(value, str) and bool(_SECRET_VALUE.match(value.strip()))
-
-
-def _scrub(obj: Any) -> Any:
-    """Drop secret-named entries and secret-looking strings inside lists/dicts that become JSON."""
-    if isinstance(obj, Mapping):
-        return {
-            str(k): _scrub(v) for k, v in obj.items() if not is_secret_key(str(k)) and not _looks_like_secret_value(v)
-        }
-    if isinstance(obj, (list, tuple)):
-        return [_scrub(v) for v in obj if not _looks_like_secret_value(v)]
-    return obj
 
 
 def _param_str(value: Any) -> str:
     if isinstance(value, (list, tuple, set, frozenset)):
         items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else list(value)
-        s = json.dumps(_scrub(items), default=str, ensure_ascii=False)
+        s = json.dumps(scrub(items), default=str, ensure_ascii=False)
     elif isinstance(value, Path):
         s = str(value)
     else:
@@ -111,7 +76,7 @@ def flatten_params(d: Mapping[str, Any], prefix: str = "", *, drop_secrets: bool
     out: dict[str, str] = {}
     for k, v in d.items():
         path = f"{prefix}.{k}" if prefix else str(k)
-        if drop_secrets and (is_secret_key(path) or _looks_like_secret_value(v)):
+        if drop_secrets and (is_secret_key(path) or looks_like_secret_value(v)):
             continue
         if isinstance(v, Mapping):
             if v:

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab.llm._answers import KINDS, answer_format, parse_exploit, parse_verdict_line
+from rubriclab.llm._draws import distinct_draws, draw_identity
 from rubriclab.llm._embed import embed_texts
 from rubriclab.llm._gateway import CallRequest, CallResult, Gateway
 from rubriclab.llm._local import LocalProvider, local_provider, locate_model_file
@@ -50,6 +51,7 @@ def gateway_from_params(params: dict[str, Any], stage: str, project_dir: Path, p
 
 __all__ = [
     "KINDS", "answer_format", "parse_exploit", "parse_verdict_line",
+    "distinct_draws", "draw_identity",
     "CallRecord", "CallRequest", "CallResult", "CallStore", "DEFAULT_STORE", "Gateway", "LocalProvider", "PROMPTS",
     "PromptTemplate", "ROLES", "RoleSpec", "SQLiteCallStore", "call_key", "embed_texts", "extract_json",
     "gateway_from_params", "json_parser", "json_schema_of", "load_prompt", "local_provider", "locate_model_file",

@@ -16,15 +16,23 @@ from rubriclab.llm._parsers import extract_json, parse_pass_fail, parse_verdict,
 from rubriclab.llm._roles import RoleSpec
 
 _EXPLOIT = re.compile(r"<verdict>\s*(GENUINE|EXPLOITING)\s*</verdict>", re.IGNORECASE)
-_PASS_FAIL_LINE = re.compile(r"VERDICT\s*:\s*\**\s*(PASS|FAIL)\b", re.IGNORECASE)
+# "VERDICT: PASS or FAIL" restates the format: the word must not be one of two alternatives.
+_PASS_FAIL_LINE = re.compile(r"VERDICT\s*:\s*\**\s*(PASS|FAIL)\b(?!\s*\**\s*(?:or|/|\|)\s*\**\s*(?:PASS|FAIL))",
+                             re.IGNORECASE)
 
 
 def parse_verdict_line(text: str) -> bool:
-    """``VERDICT: PASS|FAIL`` (the structure prompt); falls back to a lone PASS/FAIL word."""
-    m = _PASS_FAIL_LINE.findall(text)
+    """``VERDICT: PASS|FAIL`` (the structure prompt), or a reply that is only PASS/FAIL. A lone PASS or
+    FAIL word inside reasoning is not read as a verdict; differing VERDICT lines are ambiguous."""
+    m = [v.upper() for v in _PASS_FAIL_LINE.findall(text)]
+    if len(set(m)) > 1:
+        raise ParseFailure(f"conflicting verdicts {m} in reply: {text[:80]!r}")
     if m:
-        return m[-1].upper() == "PASS"
-    return parse_pass_fail(text)
+        return m[-1] == "PASS"
+    try:
+        return parse_pass_fail(text)
+    except ParseFailure:
+        raise ParseFailure(f"no 'VERDICT: PASS|FAIL' line in reply: {' '.join(text.split())[:80]!r}") from None
 
 
 def parse_exploit(text: str) -> bool:
@@ -41,12 +49,15 @@ def _enum(values: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": {"answer": {"type": "string", "enum": values}}, "required": ["answer"]}
 
 
-def _bounded(lo: int, hi: int) -> Callable[[Any], float]:
-    # a decoder may not enforce minimum/maximum (llama.cpp grammars don't): check the range here
-    def read(v: Any) -> float:
+def _bounded(lo: int, hi: int) -> Callable[[Any], int]:
+    # a decoder may not enforce minimum/maximum (llama.cpp grammars don't): check the range here; the
+    # same integer-only rule as the text parser (7.0 reads as 7, 7.5 fails)
+    def read(v: Any) -> int:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
             raise ParseFailure(f"answer {v!r} is not a number in [{lo}, {hi}]")
-        return float(v)
+        if not float(v).is_integer():
+            raise ParseFailure(f"answer {v!r} is not an integer (the scale is integer {lo}-{hi})")
+        return int(v)
 
     return read
 

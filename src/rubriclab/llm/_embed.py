@@ -12,6 +12,7 @@ from rubriclab.errors import ModelCallError
 from rubriclab.llm._retry import describe
 from rubriclab.llm._roles import RoleSpec
 from rubriclab.llm._store import CallStore
+from rubriclab.secrets import public_endpoint
 
 
 def embed_texts(texts: Sequence[str], role: RoleSpec, store: CallStore, batch_size: int = 64,
@@ -22,7 +23,10 @@ def embed_texts(texts: Sequence[str], role: RoleSpec, store: CallStore, batch_si
 
         local_provider()
     unique = list(dict.fromkeys(texts))
-    have = store.get_embeddings(role.model, unique)
+    # two endpoints behind one model string may serve different weights: the endpoint is part of the key
+    where = public_endpoint(role.api_base)
+    model_key = f"{role.model}@{where}" if where else role.model
+    have = store.get_embeddings(model_key, unique)
     missing = [t for t in unique if t not in have]
     for start in tqdm(range(0, len(missing), batch_size), desc="embed", disable=not progress or not missing,
                       leave=False):
@@ -33,7 +37,7 @@ def embed_texts(texts: Sequence[str], role: RoleSpec, store: CallStore, batch_si
         except Exception as exc:  # noqa: BLE001
             raise ModelCallError(f"embedder {role.model}: {describe(exc)}") from exc
         vectors = {t: list(map(float, d["embedding"])) for t, d in zip(chunk, resp.data)}
-        store.put_embeddings(role.model, vectors)
+        store.put_embeddings(model_key, vectors)
         have.update(vectors)
     matrix = np.array([have[t] for t in texts], dtype=np.float64).reshape(len(texts), -1)
     if normalize and len(matrix):

@@ -17,6 +17,7 @@ from rubriclab.llm._limits import ModelLimiter
 from rubriclab.llm._retry import backoff_seconds, describe, is_retryable, retry_after_seconds
 from rubriclab.llm._roles import RoleSpec
 from rubriclab.llm._store import CallRecord, CallStore, call_key, public_params
+from rubriclab.secrets import public_endpoint
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
@@ -34,6 +35,13 @@ class CallRequest:
     response_format: dict[str, Any] | None = None
     logprobs: int | None = None  # top-k logprobs of the reply's tokens (e.g. Yes/No scoring)
     tag: Any = None  # caller's bookkeeping (item id, criterion, ...); not part of the key
+    truncation_ok: bool = False  # a reply cut at max_tokens is usable (e.g. one-token logprob scoring)
+
+    @property
+    def accepts_truncated(self) -> bool:
+        """Whether a reply that stopped at the token limit may be used. Only by request, or in the
+        one-token logprob mode, where stopping after one token is the point."""
+        return self.truncation_ok or (self.logprobs is not None and self.role.max_tokens <= 1)
 
     def params(self, attempt: int) -> dict[str, Any]:
         params = self.role.decoding_params()
@@ -48,7 +56,8 @@ class CallRequest:
         return params
 
     def key(self, attempt: int, messages: list[dict[str, Any]] | None = None) -> str:
-        return call_key(self.role.model, messages or self.messages, self.params(attempt), self.sample_index, attempt)
+        return call_key(self.role.model, messages or self.messages, self.params(attempt), self.sample_index, attempt,
+                        endpoint=self.role.api_base)
 
     def reask_messages(self, reply: str | None, problem: str) -> list[dict[str, Any]]:
         """The messages of a re-ask: the request, the unusable reply, and what was wrong with it.
@@ -201,7 +210,12 @@ class Gateway:
                          attempts=1, retries=rec.retries, prompt_tokens=rec.prompt_tokens,
                          completion_tokens=rec.completion_tokens, cost=rec.cost, latency_s=rec.latency_s,
                          extra=rec.extra)
-        if res.ok and req.parser is not None:
+        if res.ok and (rec.extra or {}).get("finish_reason") == "length" and not req.accepts_truncated:
+            # a reply cut off by the token limit states no complete answer, whatever it happens to contain
+            res.ok, res.parse_error = False, (
+                f"reply cut off at the token limit (max_tokens={req.role.max_tokens}, finish_reason=length); "
+                "give a shorter complete reply")
+        elif res.ok and req.parser is not None:
             try:
                 res.value = req.parser(rec.text or "")
             except ParseFailure as exc:
@@ -228,9 +242,10 @@ class Gateway:
             used: int | None = None
             t0 = time.perf_counter()
             try:
+                # transport entries win: an extra entry holding a credential is keyed scrubbed, sent whole
                 resp = await litellm.acompletion(
                     model=role.model, messages=messages, timeout=role.timeout, num_retries=0, max_retries=0,
-                    **params, **role.transport_params(),
+                    **{**params, **role.transport_params()},
                 )
                 rec = _record_from_response(resp, req, messages, params, key, attempt, self.stage,
                                             time.perf_counter() - t0, retries)
@@ -242,7 +257,7 @@ class Gateway:
                     rec = CallRecord(key=key, model=role.model, role=role.name, stage=self.stage,
                                      sample_index=req.sample_index, attempt=attempt, status="error",
                                      error=describe(exc), latency_s=time.perf_counter() - t0, retries=retries,
-                                     request={"messages": messages, "params": public_params(params)})
+                                     request=_stored_request(role, messages, params))
                     self.store.put(rec)
                     return rec
                 delay = retry_after_seconds(exc)
@@ -260,6 +275,14 @@ class Gateway:
                 "wall_s": time.time() - started, "completed": int(completed),
                 **{k: (float(v) if k == "cost" else int(v)) for k, v in c.items()},
             })
+
+
+def _stored_request(role: RoleSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+    """What the store keeps of a request: messages, public params and the endpoint, never credentials."""
+    out: dict[str, Any] = {"messages": messages, "params": public_params(params)}
+    if role.api_base:
+        out["endpoint"] = public_endpoint(role.api_base)
+    return out
 
 
 def _estimate_tokens(messages: list[dict[str, Any]]) -> int:
@@ -283,5 +306,5 @@ def _record_from_response(resp: Any, req: CallRequest, messages: list[dict[str, 
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         cost=float(cost), latency_s=latency, retries=retries,
-        request={"messages": messages, "params": public_params(params)},
+        request=_stored_request(req.role, messages, params),
     )

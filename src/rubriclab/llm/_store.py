@@ -17,27 +17,35 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rubriclab.errors import ConfigError
+from rubriclab.secrets import public_endpoint, scrub
 
-# Request params that never enter a key or the stored request: secrets and transport details.
+# Request params that never enter a key or the stored request: transport details (the endpoint enters
+# the key separately, without credentials). Secret-named entries anywhere are dropped by ``scrub``.
 _NOT_KEYED = {"api_key", "api_base", "base_url", "timeout", "num_retries", "max_retries", "extra_headers"}
 
 
-def call_key(model: str, messages: list[dict], params: dict[str, Any], sample_index: int, attempt: int) -> str:
-    """Content address of one provider call."""
+def call_key(model: str, messages: list[dict], params: dict[str, Any], sample_index: int, attempt: int,
+             endpoint: str | None = None) -> str:
+    """Content address of one provider call. ``endpoint`` (a role's ``api_base``) is part of it: two
+    servers behind one model string may serve different weights. Credentials never enter it, not even
+    hashed: secret-named params and the URL's user/password/query are dropped first."""
     payload = {
         "model": model,
         "messages": messages,
-        "params": {k: v for k, v in params.items() if k not in _NOT_KEYED},
+        "params": public_params(params),
         "sample": sample_index,
         "attempt": attempt,
     }
+    where = public_endpoint(endpoint)
+    if where:
+        payload["endpoint"] = where
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 def public_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Params safe to store and log (no keys, no endpoints)."""
-    return {k: v for k, v in params.items() if k not in _NOT_KEYED}
+    """Params safe to key, store and log: no transport details, no credentials at any depth."""
+    return scrub({k: v for k, v in params.items() if k not in _NOT_KEYED})
 
 
 @dataclass
@@ -149,16 +157,17 @@ class SQLiteCallStore:
             )
 
     def ledger(self) -> list[dict[str, Any]]:
-        """Per (stage, role): provider calls, tokens, cost, retries, failures (from the call rows) and
-        cache hits / parse failures (from batch summaries)."""
+        """Per (stage, role): provider calls, tokens, cost, retries and ``failed`` provider calls (from the call
+        rows); items, cache hits, ``parse_failures`` and ``transport_failures`` (items whose final result was
+        that failure) from batch summaries."""
         with self._lock:
             calls = self._db.execute(
                 "SELECT stage, role, COUNT(*), SUM(status='ok'), SUM(status='error'), SUM(prompt_tokens),"
                 " SUM(completion_tokens), SUM(cost), SUM(retries) FROM calls GROUP BY stage, role"
             ).fetchall()
             batches = self._db.execute(
-                "SELECT stage, role, COUNT(*), SUM(items), SUM(cache_hits), SUM(parse_failures), SUM(completed=0)"
-                " FROM batches GROUP BY stage, role"
+                "SELECT stage, role, COUNT(*), SUM(items), SUM(cache_hits), SUM(parse_failures), SUM(completed=0),"
+                " SUM(failures) FROM batches GROUP BY stage, role"
             ).fetchall()
         rows: dict[tuple[str, str], dict[str, Any]] = {}
         for stage, role, n, ok, err, pt, ct, cost, retries in calls:
@@ -166,16 +175,16 @@ class SQLiteCallStore:
                 "stage": stage, "role": role, "calls": n, "ok": ok or 0, "failed": err or 0,
                 "prompt_tokens": pt or 0, "completion_tokens": ct or 0, "cost": cost or 0.0, "retries": retries or 0,
             }
-        for stage, role, nb, items, hits, pfail, interrupted in batches:
+        for stage, role, nb, items, hits, pfail, interrupted, tfail in batches:
             row = rows.setdefault(
                 (stage, role),
                 {"stage": stage, "role": role, "calls": 0, "ok": 0, "failed": 0, "prompt_tokens": 0,
                  "completion_tokens": 0, "cost": 0.0, "retries": 0},
             )
             row.update(batches=nb, items=items or 0, cache_hits=hits or 0, parse_failures=pfail or 0,
-                       interrupted_batches=interrupted or 0)
+                       transport_failures=tfail or 0, interrupted_batches=interrupted or 0)
         for row in rows.values():
-            for k in ("batches", "items", "cache_hits", "parse_failures", "interrupted_batches"):
+            for k in ("batches", "items", "cache_hits", "parse_failures", "transport_failures", "interrupted_batches"):
                 row.setdefault(k, 0)
         return sorted(rows.values(), key=lambda r: (r["stage"] or "", r["role"] or ""))
 

@@ -17,12 +17,15 @@ Script = Callable[[list[dict[str, Any]], dict[str, Any]], "str | dict[str, Any]"
 
 class ScriptedProvider(litellm.CustomLLM):
     """Serves ``scripted/<name>`` models. A script returns the reply text, or a dict with ``text``
-    and optionally ``logprobs`` (OpenAI shape) / ``usage``; raising an exception fails the call."""
+    and optionally ``logprobs`` (OpenAI shape) / ``usage`` / ``finish_reason`` (``"length"`` for a reply
+    cut at the token limit); raising an exception fails the call. ``kwargs[name]`` keeps the last call's
+    keyword arguments as litellm passed them (what a real provider would have been sent)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.scripts: dict[str, Script] = {}
         self.calls: Counter[str] = Counter()
+        self.kwargs: dict[str, dict[str, Any]] = {}
         self._lock = threading.Lock()
 
     def completion(self, model: str, messages: list, *args: Any, optional_params: dict | None = None,
@@ -33,13 +36,15 @@ class ScriptedProvider(litellm.CustomLLM):
                                         model=model, llm_provider="scripted")
         with self._lock:
             self.calls[name] += 1
+            self.kwargs[name] = {**kwargs, "optional_params": dict(optional_params or {})}
         out = self.scripts[name](messages, dict(optional_params or {}))
         if isinstance(out, str):
             out = {"text": out}
         n_in = sum(len(str(m.get("content", "")).split()) for m in messages)
         n_out = len(out["text"].split())
         usage = out.get("usage") or {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
-        return chat_response(f"scripted/{name}", out["text"], usage=usage, logprobs=out.get("logprobs"))
+        return chat_response(f"scripted/{name}", out["text"], usage=usage, logprobs=out.get("logprobs"),
+                             finish_reason=out.get("finish_reason", "stop"))
 
     async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> litellm.ModelResponse:
         return self.completion(model, messages, *args, **kwargs)
