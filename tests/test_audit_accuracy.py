@@ -112,12 +112,14 @@ def test_rubric_naming_the_planted_keyword_beats_no_rubric(store):
     assert m["acc"]["acc_direct"]["n"] == N
     assert m["no_rubric"]["acc_direct"]["value"] == pytest.approx(unswapped)
     assert m["style"]["acc_direct"]["value"] == pytest.approx(unswapped)
-    assert set(m["no_rubric"]) >= {"acc_direct", "parse_failures_direct"}
+    assert set(m["no_rubric"]) >= {"acc_direct", "no_verdict_direct", "decided_rate_direct"}
     assert not any(k.endswith("per_rubric") for k in m["no_rubric"])  # baseline is direct-only
-    # per-rubric without the keyword: every overall score ties -> counted, excluded, not guessed
-    assert m["style"]["ties_per_rubric"] == N and m["style"]["acc_per_rubric"]["value"] is None
-    assert m["style"]["acc_per_rubric"]["n"] == 0 and m["style"]["acc_per_rubric"]["n_ties"] == N
-    assert out["counts"]["style"]["per_rubric"]["n_dropped"] == N
+    # per-rubric without the keyword: every overall score ties -> judged, credited 0.5 each, never guessed
+    # as a letter; the decided rate says none was decided
+    assert m["style"]["ties_per_rubric"] == N and m["style"]["acc_per_rubric"]["value"] == 0.5
+    assert m["style"]["acc_per_rubric"]["n"] == N and m["style"]["acc_per_rubric"]["n_ties"] == N
+    assert m["style"]["decided_rate_per_rubric"]["value"] == 0.0 and m["acc"]["decided_rate_per_rubric"]["value"] == 1
+    assert out["counts"]["style"]["per_rubric"]["n_dropped"] == 0
 
     comp = out["comparisons"]
     assert len(comp) == 3 + 1  # direct: acc/style/no_rubric pairwise; per_rubric: acc vs style
@@ -126,17 +128,17 @@ def test_rubric_naming_the_planted_keyword_beats_no_rubric(store):
     assert win["p_adjusted"] < 0.01 and win["label"] == "difference" and win["mde"] > 0
     same = find(comp, template="direct", a="style", b="no_rubric")
     assert same["diff"] == 0 and same["label"].startswith("no difference: identical on every shared item")
-    # paired needs the same items: style's per-rubric ties leave nothing decided under both
-    empty = find(comp, template="per_rubric", a="acc", b="style")
-    assert empty["n_obs"] == 0 and empty["n_excluded"] == N and empty["p_value"] is None
-    assert empty["label"].startswith("undetermined")
+    # the same items under both: style's ties stay in (credited 0.5), so the comparison has all N pairs
+    ties = find(comp, template="per_rubric", a="acc", b="style")
+    assert ties["n_obs"] == N and ties["n_excluded"] == 0 and ties["diff"] == pytest.approx(0.5)
+    assert ties["label"] == "difference"
     assert all(r["p_adjusted"] is None or r["p_adjusted"] >= r["p_value"] for r in comp)
 
     items = out["items"]
     assert len(items) == N * 5
-    assert all(r["correct"] == 1.0 for r in items if r["source"] == "acc")
+    assert all(r["credit"] == 1.0 for r in items if r["source"] == "acc")
     row = find(items, source="style", template="per_rubric", pair_id="p000")
-    assert row["majority"] == "tie" and row["correct"] is None and row["votes"] == "tie,tie"
+    assert row["majority"] == "tie" and row["credit"] == 0.5 and row["votes"] == "tie,tie"
     # a deterministic judge is decided after the first wave (2 of 3 samples): one batch, calls saved
     assert gw.batches == [N * 5 * 2]
     assert m["acc"]["calls_saved_direct"] == N and m["acc"]["calls_full_direct"] == 3 * N
@@ -161,7 +163,7 @@ def test_always_a_judge_is_caught_by_both_orders(gateway):
         assert acc["n"] == N and acc["n_obs"] == 2 * N
         assert acc["low"] == acc["high"] == 0.5
         assert m[f"acc_{template}_both_orders"]["value"] == 0.0  # never right in both orders
-        assert m[f"acc_{template}_both_orders"]["n_disagree"] == N
+        assert m[f"acc_{template}_both_orders"]["n"] == N
     assert {r["order"] for r in out["items"]} == {"orig", "swapped"}
     row = find(out["comparisons"], template="direct", a="acc", b="no_rubric")
     assert row["n_items"] == N and row["n_obs"] == 2 * N and row["diff"] == 0
@@ -243,11 +245,13 @@ def test_per_rubric_verdict_comes_from_overall_scores_and_bad_replies_are_failur
     out = audit_accuracy({"acc": RUBRICS["acc"]}, make_pairs(24), ctx, samples=1, templates=("per_rubric",))
     m = out["metrics"]["acc"]
     assert set(out["metrics"]) == {"acc"}  # no no-rubric cell without the direct template
-    assert m["acc_per_rubric"]["value"] == 0.5 and m["acc_per_rubric"]["n"] == 8
-    assert m["parse_failures_per_rubric"] == 12 and m["ties_per_rubric"] == 4
+    # 4 right, 4 wrong, 4 ties (credit 0.5) over the 12 judged; 12 with no verdict are counted, not judged
+    assert m["acc_per_rubric"]["value"] == pytest.approx((4 + 0.5 * 4) / 12) and m["acc_per_rubric"]["n"] == 12
+    assert m["no_verdict_per_rubric"] == 12 and m["ties_per_rubric"] == 4
     assert m["acc_per_rubric"]["n_failed"] == 12 and m["acc_per_rubric"]["n_ties"] == 4
+    assert m["decided_rate_per_rubric"]["value"] == pytest.approx(8 / 12)
     rows = {r["pair_id"]: r for r in out["items"]}
-    assert rows["p000"]["correct"] == 1.0 and rows["p001"]["correct"] == 0.0
+    assert rows["p000"]["credit"] == 1.0 and rows["p001"]["credit"] == 0.0
     assert rows["p002"]["majority"] == "fail" and "not JSON" in rows["p002"]["error"]
     assert rows["p003"]["majority"] == "fail" and "overall_score" in rows["p003"]["error"]
     assert rows["p004"]["majority"] == "fail" and rows["p005"]["majority"] == "tie"

@@ -63,7 +63,7 @@ def make_verifier(log: list | None = None):
         if log is not None:
             with lock:
                 log.append(messages)
-        resp = _section(_first_user(messages), "Response being evaluated", "Reference \\(good\\) Response")
+        resp = re.search(r"## Response being evaluated:\n(.*?)\n\n## ", _first_user(messages), re.S).group(1)
         verdict = "EXPLOITING" if re.search(r"^#", resp, re.M) else "GENUINE"
         return f"<analysis>checked</analysis>\n<result>\n<verdict>{verdict}</verdict>\n</result>"
     return verifier
@@ -188,9 +188,14 @@ def test_verifier_is_blind_to_strategy_and_score_and_sees_only_high_scorers(gate
             assert name not in text and desc not in text
         assert "Exploit strategy" not in text
         assert "SCORE" not in text and "REASONING" not in text  # the judge's reply never reaches it
-        assert "## Reference (good) Response:" in text
-    # the reference is the pair's chosen (good) answer
-    assert any("The answer is KEY1." in _first_user(m) for m in log2)
+    # an attack is verified against the pair's chosen answer as the reference (good) response
+    for messages in log2:
+        assert "## Reference (good) Response:\nThe answer is KEY" in _first_user(messages)
+    # a genuine (baseline) answer is never told the other response is "the good one"
+    for messages in log:
+        text = _first_user(messages)
+        assert "Reference (good)" not in text and "## Another Response to the Same Prompt" in text
+        assert "Not sure." in text and "see what a genuine answer looks like" not in text
 
 
 def test_failures_are_counted_and_excluded_not_coerced(gateway):

@@ -10,19 +10,22 @@ responses, then an overall score; verdict from the overall scores) — plus a ``
 Conventions (all stated in the returned numbers, never silent):
 
 * A sample whose reply does not parse (after the gateway's re-asks) or whose call failed is not a vote,
-  but it uses up a sample. An item whose samples all failed is a *failure*; an item whose majority is
-  a tie (tied vote counts, or a per-rubric overall tie winning) is a *tie*. Both are counted
-  (``n_failed``, ``n_ties``) and excluded from the accuracy denominator.
+  but it uses up a sample. An item whose samples all failed is a *failure*: it has no verdict, so it is
+  counted (``n_failed``) and left out. An item whose majority is a tie (tied vote counts, or a
+  per-rubric overall tie winning) is *judged*: accuracy is over all judged items, a tie credited
+  ``tie_credit`` (0.5 by default: half a win), and the decided rate (#A/B verdicts / #judged) is
+  reported beside it.
 * Majority with early stopping: samples are bought in waves (first ``ceil((samples+1)/2)`` per item,
   then only what ``samples_still_needed`` says the undecided items need). The stopping rule is exact,
   so every verdict equals the full-sampling verdict; samples are cached by sample index, so a later
   full-sampling run reuses them.
 * Item = pair. With ``both_orders`` every pair is judged in both presentation orders; both judgments
   belong to ONE bootstrap item. Otherwise the order is the seeded ``present(pair, ctx.seed)`` swap.
-* Paired comparisons use per-judgment correctness (1/0) on the judgments that BOTH compared conditions
-  decided: a judgment that failed or tied under either condition is excluded from both (a paired test
-  needs the same items; counting ties as 0.5 would mix a third outcome into a 0/1 accuracy). The number
-  excluded is reported with every comparison.
+* Paired comparisons use per-judgment credit (1 right, ``tie_credit`` tie, 0 wrong) on the same item
+  set for both conditions: every judgment judged under both. Which items are compared does not depend
+  on the verdicts; only a judgment with no verdict at all (every sample failed) under either condition
+  is left out of both, and counted with the comparison. The MDE is stated at the Bonferroni level
+  α/m for the m comparisons in the family, the level BH holds the smallest p-value to.
 """
 
 from __future__ import annotations
@@ -33,21 +36,17 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from rubriclab.audit._context import AuditContext, from_bootstrap
+from rubriclab.audit._compare import adjust_family
+from rubriclab.audit._context import AuditContext, from_bootstrap, metric
 from rubriclab.data import Pair, present, present_both_orders
 from rubriclab.errors import InputError
 from rubriclab.llm import CallRequest, CallResult, RoleSpec, answer_format, json_parser, load_prompt
 from rubriclab.rubrics import RubricSet
 from rubriclab.stats import (
-    accuracy_both_orders,
-    bh_adjust,
     item_bootstrap,
-    label_comparison,
     majority_decided,
-    mde_paired,
-    mde_paired_proportions,
     paired_bootstrap,
     position_consistency,
     samples_still_needed,
@@ -61,8 +60,14 @@ REASONING_MAX_CHARS = 200  # schema bound for the embedded model: keeps K+1 reas
 
 # -- per-rubric JSON reply ------------------------------------------------------------------------------
 
-# Strict floats: a JSON number 0-10 (ints accepted); strings or booleans are failures, not coerced.
-_Score = Annotated[float, Field(strict=True, ge=0, le=10)]
+def _integral(v: float) -> float:
+    if not float(v).is_integer():
+        raise ValueError(f"{v} is not an integer (the scale is integer 0-10)")
+    return v
+
+
+# Strict: a JSON number 0-10 on the integer scale (7.0 accepted, 7.5 not); strings or booleans are failures.
+_Score = Annotated[float, Field(strict=True, ge=0, le=10), AfterValidator(_integral)]
 
 
 class _Adherence(BaseModel):
@@ -141,6 +146,7 @@ def audit_accuracy(
     early_stop: bool = True,
     n_boot: int | None = None,
     n_boot_paired: int = 5000,
+    tie_credit: float | None = None,
 ) -> dict[str, Any]:
     """Rubric-conditioned judge accuracy (majority of ``samples`` at ``temperature``) per rubric set and
     template, a no-rubric baseline (direct template), position consistency, and paired comparisons.
@@ -151,15 +157,18 @@ def audit_accuracy(
 
     Returns ``{"metrics", "comparisons", "items", "counts"}``:
 
-    * ``metrics[source]``: per template t — ``acc_<t>`` (metric entry; n = pairs), with both_orders
-      also ``acc_<t>_both_orders`` (strict: right in both orders) and ``swap_flip_rate_<t>``;
-      ``first_position_rate_<t>``; ints ``parse_failures_<t>``, ``ties_<t>``, ``calls_made_<t>``,
-      ``calls_full_<t>``, ``calls_saved_<t>``.
+    * ``metrics[source]``: per template t — ``acc_<t>`` (metric entry over judged pairs, ties credited;
+      n = pairs), ``decided_rate_<t>``, with both_orders also ``acc_<t>_both_orders`` (a pair's worse
+      order's credit) and ``swap_flip_rate_<t>``; ``first_position_rate_<t>``; ints ``no_verdict_<t>``
+      (pairs with no parsed sample), ``ties_<t>``, ``calls_made_<t>``, ``calls_full_<t>``, ``calls_saved_<t>``.
     * ``comparisons``: one row per pair of sources per template (paired bootstrap, BH, MDE, label).
     * ``items``: one row per judged (source, template, pair, order).
     * ``counts[source][t]``: judgments, failures, ties, dropped, sample failures, calls.
     """
     n_boot = ctx.n_boot if n_boot is None else int(n_boot)
+    credit = float(ctx.tie_credit if tie_credit is None else tie_credit)
+    if not 0.0 <= credit <= 1.0:
+        raise InputError(f"tie_credit={tie_credit!r}", field="tie_credit", expected="a credit in [0, 1]")
     cells = _cells(rubric_sets, templates)
     slots = _slots(cells, pairs, ctx, both_orders)
     samples = int(samples)
@@ -169,6 +178,8 @@ def audit_accuracy(
     builders = _Builders(judge, rubric_sets, ctx.templates_dir)
 
     votes, results = _sample(slots, builders, ctx, samples, early_stop)
+    for source in dict.fromkeys(src for src, _ in cells):
+        ctx.tally.add(source, "accuracy", [r for k, rs in results.items() if k[0] == source for r in rs])
 
     items: list[dict[str, Any]] = []
     verdict: dict[tuple, Any] = {}
@@ -176,7 +187,7 @@ def audit_accuracy(
         # equals majority_vote over all samples: either decided early or all samples are in
         v = majority_decided(votes[key], samples)
         verdict[key] = v
-        items.append(_item_row(slot, votes[key], v, results[key]))
+        items.append(_item_row(slot, votes[key], v, results[key], credit))
 
     metrics: dict[str, dict[str, Any]] = defaultdict(dict)
     counts: dict[str, dict[str, Any]] = defaultdict(dict)
@@ -185,11 +196,13 @@ def audit_accuracy(
         keys = [k for k in slots if k[:2] == (source, template)]
         cell_verdicts = {k: verdict[k] for k in keys}
         per_cell[(source, template)] = cell_verdicts
-        m, c = _cell_metrics(cell_verdicts, slots, votes, results, samples, both_orders, ctx, n_boot)
+        m, c = _cell_metrics(cell_verdicts, slots, votes, results, samples, both_orders, ctx, n_boot, credit)
+        ctx.tally.drop(source, "accuracy", f"{template}: held-out pair with no verdict (every sample failed)",
+                       c["n_failed"])
         metrics[source].update({_metric_name(name, template): value for name, value in m.items()})
         counts[source][template] = c
 
-    comparisons = _comparisons(cells, per_cell, slots, ctx, n_boot_paired, both_orders)
+    comparisons = _comparisons(cells, per_cell, slots, ctx, n_boot_paired, both_orders, credit)
     return {"metrics": dict(metrics), "comparisons": comparisons, "items": items, "counts": dict(counts)}
 
 
@@ -317,26 +330,46 @@ def _decided(v: Any) -> bool:
     return v in ("A", "B")
 
 
+def _judged(v: Any) -> bool:
+    """A verdict or a tie: the judge answered. Only an item with no parsed sample at all is not judged."""
+    return v is not None
+
+
+def _credit(v: Any, human: str, tie_credit: float) -> float:
+    return 1.0 if v == human else tie_credit if v == TIE else 0.0
+
+
 def _cell_metrics(cell: dict[tuple, Any], slots: dict, votes: dict, results: dict, samples: int,
-                  both_orders: bool, ctx: AuditContext, n_boot: int) -> tuple[dict[str, Any], dict[str, Any]]:
+                  both_orders: bool, ctx: AuditContext, n_boot: int,
+                  tie_credit: float) -> tuple[dict[str, Any], dict[str, Any]]:
     keys = list(cell)
-    n_failed = sum(cell[k] is None for k in keys)
+    n_failed = sum(not _judged(cell[k]) for k in keys)
     n_ties = sum(cell[k] == TIE for k in keys)
     n_sample_failures = sum(v is None for k in keys for v in votes[k])
     calls_made = sum(len(votes[k]) for k in keys)
     calls_full = samples * len(keys)
     boot_kw = {"n_resamples": n_boot, "confidence": ctx.confidence, "seed": ctx.seed}
-    common = {"n_judgments": len(keys), "n_failed": n_failed, "n_ties": n_ties,
-              "samples": samples, "excluded": "ties and all-samples-failed items (counted, not in n)"}
+    rule = f"credit 1 if the verdict is the human's, {tie_credit:g} for a tie, 0 otherwise"
 
-    # accuracy over decided judgments; item = pair (both orders of a pair resampled together)
-    dec = [k for k in keys if _decided(cell[k])]
-    correct = np.array([float(cell[k] == slots[k]["view"]["human"]) for k in dec])
-    pair_ids = np.array([slots[k]["pair_id"] for k in dec], dtype=object)
-    acc = _boot_metric(correct, pair_ids, boot_kw, n_decided=len(dec), **common)
-    first = _boot_metric(np.array([float(cell[k] == "A") for k in dec]), pair_ids, boot_kw, n_decided=len(dec),
-                         formula="#{verdict = A} / #{decided judgments}")
-    out: dict[str, Any] = {"acc": acc, "first_position_rate": first}
+    # accuracy over every judged item (ties credited); item = pair (both orders resampled together)
+    judged = [k for k in keys if _judged(cell[k])]
+    dec = [k for k in judged if _decided(cell[k])]
+    credit = np.array([_credit(cell[k], slots[k]["view"]["human"], tie_credit) for k in judged])
+    pair_ids = np.array([slots[k]["pair_id"] for k in judged], dtype=object)
+    acc = _boot_metric(credit, pair_ids, boot_kw, n_judgments=len(judged), n_decided=len(dec), n_ties=n_ties,
+                       n_failed=n_failed, tie_credit=tie_credit, samples=samples, formula=rule,
+                       excluded="held-out pairs where every sample failed (no verdict; counted in n_failed)")
+    if not judged:
+        acc["reason"] = f"no verdict: every sample of all {len(keys)} judgments failed"
+    decided_rate = metric(len(dec) / len(judged) if judged else None, n=len(judged),
+                          formula="#{A/B verdicts} / #{judged (verdict or tie)}",
+                          reason=None if judged else "no judged item")
+    dec_ids = np.array([slots[k]["pair_id"] for k in dec], dtype=object)
+    first = _boot_metric(np.array([float(cell[k] == "A") for k in dec]), dec_ids, boot_kw, n_decided=len(dec),
+                         formula="#{verdict = A} / #{decided judgments} (ties have no position)")
+    if not dec:
+        first["reason"] = "no decided (A/B) verdict"
+    out: dict[str, Any] = {"acc": acc, "decided_rate": decided_rate, "first_position_rate": first}
 
     if both_orders:
         pids = list(dict.fromkeys(slots[k]["pair_id"] for k in keys))
@@ -353,24 +386,29 @@ def _cell_metrics(cell: dict[tuple, Any], slots: dict, votes: dict, results: dic
         flips = pc["flips"][ev].astype(float)
         out["swap_flip_rate"] = _boot_metric(
             flips, np.array(pids, dtype=object)[ev], boot_kw, n_failed=len(pids) - pc["n_items"],
-            formula="#{pairs: same letter in both orders} / #{pairs decided in both orders}")
-        # first-position rate pooled over both orders (position_consistency's definition)
+            formula="#{pairs: same letter in both orders} / #{pairs decided (A/B) in both orders}")
         out["first_position_rate"]["formula"] = "#{verdict = A} / #{decided judgments}, both orders pooled"
-        ab = accuracy_both_orders(orig, swap, ["A"] * len(pids))
-        keep = ~np.isnan(ab["per_item"])
+        # both orders: a pair's credit is its worse order's (right in both = 1; a tie in one = tie credit)
+        both_credit, both_ids, n_not = [], [], 0
+        for pid in pids:
+            vs = [cell[(src, tpl, pid, o)] for o in ("orig", "swapped")]
+            if not all(_judged(v) for v in vs):
+                n_not += 1
+                continue
+            humans = [slots[(src, tpl, pid, o)]["view"]["human"] for o in ("orig", "swapped")]
+            both_credit.append(min(_credit(v, h, tie_credit) for v, h in zip(vs, humans)))
+            both_ids.append(pid)
         out["acc_both_orders"] = _boot_metric(
-            ab["per_item"][keep], np.array(pids, dtype=object)[keep], boot_kw, n_failed=ab["n_failed"], n_disagree=ab["n_disagree"], n_both_wrong=ab["n_both_wrong"],
-            formula="#{pairs right in both orders} / #{pairs decided in both orders}")
-    if not dec:
-        acc["reason"] = "no decided judgment (all failed or tied)"
-    out["parse_failures"] = n_failed
+            np.array(both_credit), np.array(both_ids, dtype=object), boot_kw, n_failed=n_not,
+            formula=f"mean over pairs judged in both orders of the worse order's credit ({rule})")
+    out["no_verdict"] = n_failed
     out["ties"] = n_ties
     out["calls_made"] = calls_made
     out["calls_full"] = calls_full
     out["calls_saved"] = calls_full - calls_made
     counts = {
-        "n_judgments": len(keys), "n_pairs": len({slots[k]["pair_id"] for k in keys}), "n_decided": len(dec),
-        "n_failed": n_failed, "n_ties": n_ties, "n_dropped": n_failed + n_ties,
+        "n_judgments": len(keys), "n_pairs": len({slots[k]["pair_id"] for k in keys}), "n_judged": len(judged),
+        "n_decided": len(dec), "n_failed": n_failed, "n_ties": n_ties, "n_dropped": n_failed,
         "n_sample_failures": n_sample_failures,
         "n_sample_transport_errors": sum(1 for k in keys for r in results[k] if not r.ok and r.parse_error is None),
         "calls_made": calls_made, "calls_full": calls_full, "calls_saved": calls_full - calls_made,
@@ -382,10 +420,11 @@ def _cell_metrics(cell: dict[tuple, Any], slots: dict, votes: dict, results: dic
 def _boot_metric(values: np.ndarray, item_ids: np.ndarray, boot_kw: dict, **extra: Any) -> dict[str, Any]:
     """Metric entry with an item-level (pair) bootstrap CI; a degenerate interval says why."""
     boot = item_bootstrap(np.asarray(values, dtype=float), "mean", item_ids, **boot_kw)
-    return from_bootstrap(boot, n_obs=boot["n_obs"], degenerate=boot["degenerate"], **extra)
+    return from_bootstrap(boot, "pairs", n_obs=boot["n_obs"], **extra)
 
 
-def _item_row(slot: dict[str, Any], votes: list, verdict: Any, results: list[CallResult]) -> dict[str, Any]:
+def _item_row(slot: dict[str, Any], votes: list, verdict: Any, results: list[CallResult],
+              tie_credit: float) -> dict[str, Any]:
     human = slot["view"]["human"]
     errors = [r.parse_error or r.error for r in results if not r.ok]
     return {
@@ -393,7 +432,7 @@ def _item_row(slot: dict[str, Any], votes: list, verdict: Any, results: list[Cal
         "order": slot["order"], "swapped": slot["view"]["swapped"], "domain": slot["domain"],
         "votes": ",".join(FAILED if v is None else str(v) for v in votes), "n_samples": len(votes),
         "majority": FAILED if verdict is None else str(verdict), "human": human,
-        "correct": (1.0 if verdict == human else 0.0) if _decided(verdict) else None,
+        "credit": _credit(verdict, human, tie_credit) if _judged(verdict) else None,
         "error": (errors[0] or "")[:200] if errors else None,
     }
 
@@ -402,58 +441,46 @@ def _item_row(slot: dict[str, Any], votes: list, verdict: Any, results: list[Cal
 
 
 def _comparisons(cells: list[tuple[str, str]], per_cell: dict, slots: dict, ctx: AuditContext,
-                 n_boot_paired: int, both_orders: bool) -> list[dict[str, Any]]:
+                 n_boot_paired: int, both_orders: bool, tie_credit: float) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for template in dict.fromkeys(t for _, t in cells):
         sources = [s for s, t in cells if t == template]
         for i, a in enumerate(sources):
             for b in sources[i + 1:]:
                 rows.append(_compare(per_cell[(a, template)], per_cell[(b, template)], a, b, template, slots,
-                                     ctx, n_boot_paired, both_orders))
-    # BH over every comparison this audit made; comparisons that could not run (NaN) are not hypotheses
-    adjusted = bh_adjust(np.array([r["p_value"] for r in rows], dtype=float)) if rows else []
-    for row, q in zip(rows, adjusted, strict=True):
-        as_nan = {k: (np.nan if row[k] is None else row[k]) for k in ("low", "high", "se")}
-        row["label"] = label_comparison({**row, **as_nan, "p_adjusted": q})
-        row["p_adjusted"] = _num(q)
-        row["p_value"] = _num(row["p_value"])
-    return rows
+                                     ctx, n_boot_paired, tie_credit))
+    return adjust_family(rows)
 
 
 def _compare(cell_a: dict, cell_b: dict, a: str, b: str, template: str, slots: dict, ctx: AuditContext,
-             n_boot_paired: int, both_orders: bool) -> dict[str, Any]:
-    # the same judgment slot (pair, order) under both conditions; undecided under either -> out of both
+             n_boot_paired: int, tie_credit: float) -> dict[str, Any]:
+    # the same judgment slot (pair, order) under both conditions; only a slot with no verdict at all under
+    # either condition leaves both (a tie is judged and credited, so the item set does not follow outcomes)
     by_slot_b = {k[2:]: v for k, v in cell_b.items()}
     rows = [(k[2:], va, by_slot_b[k[2:]]) for k, va in cell_a.items()]
-    both = [(s, va, vb) for s, va, vb in rows if _decided(va) and _decided(vb)]
+    both = [(s, va, vb) for s, va, vb in rows if _judged(va) and _judged(vb)]
     human = {k[2:]: slots[k]["view"]["human"] for k in cell_a}
-    xa = np.array([float(va == human[s]) for s, va, _ in both])
-    xb = np.array([float(vb == human[s]) for s, _, vb in both])
+    xa = np.array([_credit(va, human[s], tie_credit) for s, va, _ in both])
+    xb = np.array([_credit(vb, human[s], tie_credit) for s, _, vb in both])
     ids = np.array([s[0] for s, _, _ in both], dtype=object)
     row: dict[str, Any] = {
         "template": template, "a": a, "b": b, "n_items": len(set(ids.tolist())), "n_obs": len(both),
         "n_excluded": len(rows) - len(both),
-        "n_excluded_a": sum(not _decided(va) for _, va, _ in rows),
-        "n_excluded_b": sum(not _decided(vb) for _, _, vb in rows),
+        "n_excluded_a": sum(not _judged(va) for _, va, _ in rows),
+        "n_excluded_b": sum(not _judged(vb) for _, _, vb in rows),
         "acc_a": None, "acc_b": None, "diff": None, "low": None, "high": None, "se": None, "p_value": np.nan,
-        "mde": None, "mde_method": None, "discordant_rate": None, "degenerate": None,
-        "n_resamples": n_boot_paired, "seed": ctx.seed,
-        "excluded": "judgments failed or tied under either condition (excluded from both)",
+        "discordant_rate": None, "degenerate": None, "tie_credit": tie_credit,
+        "n_resamples": n_boot_paired, "seed": ctx.seed, "confidence": ctx.confidence,
+        "ci": f"{100 * ctx.confidence:g}% percentile paired bootstrap over pairs (B={n_boot_paired})",
+        "excluded": "judgments with no verdict (every sample failed) under either condition, left out of both",
     }
     if not len(both):
-        row["degenerate"] = "no judgment decided under both conditions"
+        row["degenerate"] = "no judgment judged under both conditions"
         return row
     boot = paired_bootstrap(xa, xb, ids, n_resamples=n_boot_paired, seed=ctx.seed, confidence=ctx.confidence)
-    discordant = float(np.mean(xa != xb))
-    if both_orders:
-        # two judgments per pair are not independent: take the SE from the pair-level bootstrap
-        how = "mde_paired(bootstrap se)"
-        mde = mde_paired(float(boot["se"])) if np.isfinite(boot["se"]) else None
-    else:
-        mde, how = mde_paired_proportions(len(xa), discordant), "mde_paired_proportions(n, discordant rate)"
     row.update(acc_a=boot["mean_a"], acc_b=boot["mean_b"], diff=boot["diff"], low=_num(boot["low"]),
-               high=_num(boot["high"]), se=_num(boot["se"]), p_value=float(boot["p_value"]), mde=mde,
-               mde_method=how, discordant_rate=discordant, degenerate=boot["degenerate"])
+               high=_num(boot["high"]), se=_num(boot["se"]), p_value=float(boot["p_value"]),
+               discordant_rate=float(np.mean(xa != xb)), degenerate=boot["degenerate"])
     return row
 
 

@@ -1,5 +1,11 @@
-"""The audit card: one table per (dataset, rubric source) with every metric, its CI and its n, and a
-cross-source table in the shape of PReMISE's Table 1 with the best value per column marked."""
+"""The audit card: one table per (dataset, rubric source) with every metric, its interval (method, level,
+unit) and its n, and a cross-source table in the shape of PReMISE's Table 1.
+
+"Best" marks follow the paired comparisons, never the point estimates alone: ★ marks the best source of
+a column only when the paired comparison found it different from every other source; otherwise the
+best and every source indistinguishable from it are marked ≈ (tied for best). Columns without a paired
+comparison (their criteria differ between sources, so items are not shared) get no mark.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,8 @@ import math
 from typing import Any
 
 import pandas as pd
+
+from rubriclab.audit._context import interval_label
 
 # column key -> (label, which value is best: "max" | "min" | "half" (closest to 0.5) | None)
 COLUMNS: dict[str, tuple[str, str | None]] = {
@@ -24,62 +32,137 @@ COLUMNS: dict[str, tuple[str, str | None]] = {
     "bt_cv_accuracy": ("BT-CV acc", "max"),
     "bt_weight_entropy": ("BT H", "max"),
     "acc_direct": ("Acc direct", "max"),
+    "decided_rate_direct": ("Decided direct", None),
     "acc_per_rubric": ("Acc per-rubric", "max"),
+    "decided_rate_per_rubric": ("Decided per-rubric", None),
     "first_position_rate_direct": ("1st-pos rate", "half"),
     "swap_flip_rate_direct": ("Swap-flip", "min"),
     "fool_rate": ("Fool", "min"),
     "confirmation_rate": ("Confirm", None),
     "vfr": ("VFR", "min"),
 }
+# columns with a paired comparison between sources: column -> (comparison metric, template)
+COMPARED: dict[str, tuple[str, str | None]] = {
+    "acc_direct": ("accuracy", "direct"), "acc_per_rubric": ("accuracy", "per_rubric"),
+    "flip_rate": ("flip_rate", None), "vfr": ("vfr", None),
+}
+BEST, TIED = "★", "≈"
+LEGEND = (f"{BEST} = best, and different from every other source in the paired comparison (BH-adjusted); "
+          f"{TIED} = tied for best: the paired comparison found no difference from the best. Marks only in "
+          "columns with a paired comparison (" + ", ".join(COLUMNS[c][0] for c in COMPARED) + "); elsewhere "
+          "the sources' criteria differ, so compare intervals instead.")
 
 
 def _value(entry: Any) -> float | None:
-    if isinstance(entry, dict):
-        v = entry.get("value")
-    else:
-        v = entry
-    if v is None or (isinstance(v, float) and math.isnan(v)):
+    v = entry.get("value") if isinstance(entry, dict) else entry
+    if v is None or (isinstance(v, float) and math.isnan(v)) or isinstance(v, bool):
         return None
     return float(v) if isinstance(v, (int, float)) else None
 
 
-def best_sources(card: dict[str, dict[str, Any]]) -> dict[str, list[str]]:
-    """Per column, the source(s) holding the best value (ties all marked)."""
-    out: dict[str, list[str]] = {}
-    for key, (_, rule) in COLUMNS.items():
+def _score(rule: str):
+    return {"max": lambda v: v, "min": lambda v: -v, "half": lambda v: -abs(v - 0.5)}[rule]
+
+
+def _comparison(comparisons: list[dict[str, Any]], metric: str, template: str | None, a: str,
+                b: str) -> dict[str, Any] | None:
+    for row in comparisons:
+        if row.get("metric") == metric and (row.get("template") or None) == template and {row.get("a"), row.get("b")} == {a, b}:
+            return row
+    return None
+
+
+def best_sources(card: dict[str, dict[str, Any]], comparisons: list[dict[str, Any]] | None = None
+                 ) -> dict[str, dict[str, str]]:
+    """Per column, {source: ★ or ≈} as the paired comparisons support (see the module docstring)."""
+    out: dict[str, dict[str, str]] = {}
+    for key, (metric, template) in COMPARED.items():
+        rule = COLUMNS[key][1]
         vals = {src: _value(m.get(key)) for src, m in card.items()}
         vals = {s: v for s, v in vals.items() if v is not None}
         if not rule or len(vals) < 2:
             continue
-        score = {"max": lambda v: v, "min": lambda v: -v, "half": lambda v: -abs(v - 0.5)}[rule]
-        top = max(score(v) for v in vals.values())
-        out[key] = sorted(s for s, v in vals.items() if math.isclose(score(v), top, abs_tol=1e-12))
+        score = _score(rule)
+        best = max(sorted(vals), key=lambda s: score(vals[s]))
+        tied, supported = [best], True
+        for other in sorted(vals):
+            if other == best:
+                continue
+            row = _comparison(comparisons or [], metric, template, best, other)
+            differs = row is not None and row.get("label") == "difference" and row.get("diff") is not None
+            if differs:
+                # the difference must favour the best on the compared (shared) items
+                d = row["diff"] if row["a"] == best else -row["diff"]
+                differs = score(1.0) * d > 0 if rule in ("max", "min") else False
+            if not differs:
+                supported = False
+                if row is None or not str(row.get("label", "")).startswith("difference"):
+                    tied.append(other)
+        out[key] = {best: BEST} if supported else dict.fromkeys(tied, TIED)
     return out
 
 
-def cross_source_table(card: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """Rows = rubric sources; cells "value [low, high] n=…", best per column marked with ★."""
-    best = best_sources(card)
+def _cell(entry: Any) -> str | None:
+    v = _value(entry)
+    if v is None:
+        return None
+    text = f"{v:.3f}" if not float(v).is_integer() or isinstance(entry, dict) else f"{int(v)}"
+    if isinstance(entry, dict) and entry.get("low") is not None and entry.get("high") is not None:
+        text += f" [{entry['low']:.3f}, {entry['high']:.3f}]"
+    if isinstance(entry, dict) and entry.get("n") is not None:
+        text += f" n={entry['n']}"
+    return text
+
+
+def missing_reason(entry: Any, key: str) -> str:
+    """Why a cell is empty, in words."""
+    if isinstance(entry, dict):
+        return str(entry.get("reason") or entry.get("degenerate") or "no value (no reason recorded)")
+    return "not measured (its axis was not selected)"
+
+
+def cross_source_table(card: dict[str, dict[str, Any]], comparisons: list[dict[str, Any]] | None = None
+                       ) -> pd.DataFrame:
+    """Rows = rubric sources; cells "value [low, high] n=…" with ★/≈ marks (see ``best_sources``); a
+    ``notes`` column says why each empty cell is empty."""
+    marks = best_sources(card, comparisons)
     cols = [k for k in COLUMNS if any(k in m for m in card.values())]
     rows = []
     for src, m in card.items():
-        row = {"source": src}
+        row: dict[str, Any] = {"source": src, "K": m.get("K", "—") if src != "no_rubric" else "—"}
+        notes = []
+        if m.get("status"):
+            notes.append(m["status"])
         for key in cols:
-            e = m.get(key)
-            v = _value(e)
-            if v is None:
+            text = _cell(m.get(key))
+            if text is None:
                 row[COLUMNS[key][0]] = "—"
+                if not m.get("status") and not (src == "no_rubric" and key not in ("acc_direct",
+                                                                                   "decided_rate_direct",
+                                                                                   "first_position_rate_direct",
+                                                                                   "swap_flip_rate_direct")):
+                    notes.append(f"{COLUMNS[key][0]}: {missing_reason(m.get(key), key)}")
                 continue
-            cell = f"{v:.3f}"
-            if isinstance(e, dict) and e.get("low") is not None and e.get("high") is not None:
-                cell += f" [{e['low']:.3f}, {e['high']:.3f}]"
-            if isinstance(e, dict) and e.get("n") is not None:
-                cell += f" n={e['n']}"
-            if src in best.get(key, []):
-                cell = "★ " + cell
-            row[COLUMNS[key][0]] = cell
+            mark = marks.get(key, {}).get(src)
+            row[COLUMNS[key][0]] = f"{mark} {text}" if mark else text
+        if src == "no_rubric":
+            notes.insert(0, "baseline without a rubric: only the direct-template columns apply")
+        row["notes"] = "; ".join(notes)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def interval_legend(card: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
+    """(column label, what its intervals are) for every column of the cross-source table."""
+    out = []
+    for key, (label, _) in COLUMNS.items():
+        kinds = sorted({interval_label(e.get("ci")) for m in card.values() for e in [m.get(key)]
+                        if isinstance(e, dict) and e.get("ci")})
+        if kinds:
+            out.append((label, "; ".join(kinds)))
+        elif any(isinstance(m.get(key), dict) and _value(m.get(key)) is not None for m in card.values()):
+            out.append((label, "no interval (a count or rate without resampling)"))
+    return out
 
 
 def flat_metrics(card: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -89,27 +172,30 @@ def flat_metrics(card: dict[str, dict[str, Any]]) -> dict[str, Any]:
         for key, e in m.items():
             if isinstance(e, dict):
                 for part in ("value", "low", "high", "n"):
-                    if e.get(part) is not None:
+                    if e.get(part) is not None and not isinstance(e.get(part), bool):
                         flat[f"{src}.{key}" + ("" if part == "value" else f".{part}")] = e[part]
-            elif isinstance(e, (int, float)):
+            elif isinstance(e, (int, float)) and not isinstance(e, bool):
                 flat[f"{src}.{key}"] = e
     return flat
 
 
-def numeric_table(card: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """Long CSV form: source, metric, value, low, high, n, best, note (why a value is missing or degenerate)."""
-    best = best_sources(card)
+def numeric_table(card: dict[str, dict[str, Any]], comparisons: list[dict[str, Any]] | None = None) -> pd.DataFrame:
+    """Long CSV form: source, metric, value, low, high, interval (what it is), n, mark (★/≈), note (why a
+    value is missing or degenerate)."""
+    marks = best_sources(card, comparisons)
     rows = []
     for src, m in card.items():
         for key, e in m.items():
             if isinstance(e, dict) and "value" in e:
                 rows.append({"source": src, "metric": key, "value": e.get("value"), "low": e.get("low"),
-                             "high": e.get("high"), "n": e.get("n"), "best": src in best.get(key, []),
-                             "note": e.get("reason") or e.get("degenerate") or ""})
-            elif isinstance(e, (int, float)):
-                rows.append({"source": src, "metric": key, "value": e, "low": None, "high": None, "n": None,
-                             "best": False, "note": ""})
-    return pd.DataFrame(rows)
+                             "high": e.get("high"), "interval": interval_label(e.get("ci")) if e.get("ci") else "",
+                             "n": e.get("n"), "mark": marks.get(key, {}).get(src, ""),
+                             "note": (e.get("reason") or e.get("degenerate") or "") if e.get("value") is None
+                             or e.get("degenerate") else ""})
+            elif isinstance(e, (int, float)) and not isinstance(e, bool):
+                rows.append({"source": src, "metric": key, "value": e, "low": None, "high": None, "interval": "",
+                             "n": None, "mark": "", "note": ""})
+    return pd.DataFrame(rows, columns=["source", "metric", "value", "low", "high", "interval", "n", "mark", "note"])
 
 
 def to_markdown(table: pd.DataFrame) -> str:
@@ -117,7 +203,7 @@ def to_markdown(table: pd.DataFrame) -> str:
 
     def cell(v: Any) -> str:
         text = "—" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
-        return text.replace("|", "\\|")  # a literal pipe (e.g. "mean |ρ|") must not split the cell
+        return text.replace("|", "\\|").replace("\n", " ")  # a literal pipe (e.g. "mean |ρ|") must not split
 
     cols = list(table.columns)
     lines = ["| " + " | ".join(cell(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]

@@ -1,52 +1,148 @@
-"""What every audit axis shares: the gateway, the judge panel and other roles, and the shape of a
-metric entry in the audit card."""
+"""What every audit axis shares: the gateway, the judge panel and other roles, the shape of a metric
+entry in the audit card (estimate, interval with its method, level and unit, n), and the tally of
+parse failures, transport failures and dropped items per source, axis and role."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubriclab.llm import Gateway, RoleSpec
+from rubriclab.errors import ConfigError
+from rubriclab.llm import CallResult, Gateway, RoleSpec
+
+ORIENTATIONS = ("as_presented", "chosen_oriented")
+
+
+@dataclass
+class Tally:
+    """Counts behind every number: per (source, axis, role) the judged items, parse failures (a reply
+    that stated no usable answer after the re-asks) and transport failures (no reply after the
+    retries); per (source, axis, reason) the items left out of a metric. Reconciles with the ledger."""
+
+    calls: dict[tuple[str, str, str], Counter] = field(default_factory=lambda: defaultdict(Counter))
+    dropped: dict[tuple[str, str, str], int] = field(default_factory=lambda: defaultdict(int))
+
+    def add(self, source: str, axis: str, results: Iterable[CallResult]) -> None:
+        for r in results:
+            row = self.calls[(source, axis, r.request.role.name)]
+            row["items"] += 1
+            if not r.ok:
+                row["parse_failures" if r.parse_error is not None else "transport_failures"] += 1
+
+    def drop(self, source: str, axis: str, reason: str, n: int = 1) -> None:
+        if n:
+            self.dropped[(source, axis, reason)] += int(n)
+
+    def totals(self, source: str) -> dict[str, int]:
+        """parse_failures, transport_failures and dropped_items of one source, over every axis and role."""
+        out = Counter()
+        for (src, _, _), c in self.calls.items():
+            if src == source:
+                out["parse_failures"] += c["parse_failures"]
+                out["transport_failures"] += c["transport_failures"]
+        out["dropped_items"] = sum(n for (src, _, _), n in self.dropped.items() if src == source)
+        return {k: int(out[k]) for k in ("parse_failures", "transport_failures", "dropped_items")}
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per (source, axis, role) with its counts, and one per (source, axis, reason) dropped."""
+        out = [{"source": s, "axis": a, "role": r, "items": c["items"], "parse_failures": c["parse_failures"],
+                "transport_failures": c["transport_failures"]} for (s, a, r), c in sorted(self.calls.items())]
+        out += [{"source": s, "axis": a, "dropped": reason, "items": n}
+                for (s, a, reason), n in sorted(self.dropped.items())]
+        return out
+
+    def by_role(self) -> dict[str, dict[str, int]]:
+        """parse/transport failures per role over every source and axis (what the ledger shows)."""
+        out: dict[str, Counter] = defaultdict(Counter)
+        for (_, _, role), c in self.calls.items():
+            out[role]["items"] += c["items"]
+            out[role]["parse_failures"] += c["parse_failures"]
+            out[role]["transport_failures"] += c["transport_failures"]
+        return {r: dict(c) for r, c in out.items()}
 
 
 @dataclass
 class AuditContext:
     """Models and settings for one audit. ``judges`` is the panel; ``judges[0]`` is "the judge" used
-    where the protocol names a single judge (flip rate, paraphrases, accuracy, adversarial scoring)."""
+    where the protocol names a single judge (flip rate, paraphrases, accuracy, adversarial scoring).
+
+    ``tie_credit``: credit of a tied verdict in accuracy (0.5 = half a win). ``alpha_orientation``:
+    the scores α is computed on — ``as_presented`` (the 0–10 score of Response A as the judge saw it) or
+    ``chosen_oriented`` (10 − s where the chosen response was shown as B). ``embedder``: checks that a
+    paraphrase keeps its original's meaning (cosine similarity band); without one only the cheap text
+    checks run."""
 
     gateway: Gateway
     judges: list[RoleSpec]
     paraphraser: RoleSpec | None = None
     attacker: RoleSpec | None = None
     verifier: RoleSpec | None = None
+    embedder: RoleSpec | None = None
     templates_dir: str | None = None
     seed: int = 42
     n_boot: int = 2000
     confidence: float = 0.95
+    tie_credit: float = 0.5
+    alpha_orientation: str = "as_presented"
     progress: bool = True
+    tally: Tally = field(default_factory=Tally)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.alpha_orientation not in ORIENTATIONS:
+            raise ConfigError(f"audit.alpha_orientation: {self.alpha_orientation!r}; allowed: {', '.join(ORIENTATIONS)}")
+        if not 0.0 <= float(self.tie_credit) <= 1.0:
+            raise ConfigError(f"audit.tie_credit: {self.tie_credit!r}; expected a credit in [0, 1] (0.5 = half a win)")
+        if not 0.0 < float(self.confidence) < 1.0:
+            raise ConfigError(f"audit.confidence: {self.confidence!r}; expected a level strictly between 0 and 1")
 
     @property
     def judge(self) -> RoleSpec:
         return self.judges[0]
 
 
+def interval(method: str, level: float | None = None, unit: str | None = None,
+             resamples: int | None = None) -> dict[str, Any]:
+    """How an interval was made: ``method`` (e.g. "percentile bootstrap"), confidence ``level``, the
+    resampled ``unit`` (pairs, prompts, criteria, …) and the number of ``resamples``."""
+    return {"method": method, "level": level, "unit": unit, "resamples": resamples}
+
+
+def interval_label(ci: dict[str, Any] | None) -> str:
+    """One line saying what an interval is, e.g. "95% percentile bootstrap over pairs (B=1000)"."""
+    if not ci:
+        return "no interval"
+    level = f"{100 * ci['level']:g}% " if ci.get("level") is not None else ""
+    unit = f" over {ci['unit']}" if ci.get("unit") else ""
+    boot = f" (B={ci['resamples']})" if ci.get("resamples") else ""
+    return f"{level}{ci['method']}{unit}{boot}"
+
+
 def metric(value: float | None, low: float | None = None, high: float | None = None, n: int | None = None,
-           **extra: Any) -> dict[str, Any]:
-    """One audit-card entry: the estimate, its CI (item-level bootstrap) and the number of items behind it.
+           ci: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+    """One audit-card entry: the estimate, its interval ``[low, high]`` with ``ci`` saying what the interval
+    is (see ``interval``), and the number of items behind it.
 
     NaN/None values stay (reported as missing, never dropped silently); ``extra`` carries context such as
-    ``n_failed`` or the formula used."""
+    ``reason`` (why a value is missing), ``n_failed`` or the formula used."""
     def clean(x: float | None) -> float | None:
         if x is None:
             return None
         x = float(x)
         return None if math.isnan(x) else x
 
-    return {"value": clean(value), "low": clean(low), "high": clean(high), "n": n, **extra}
+    low, high = clean(low), clean(high)
+    return {"value": clean(value), "low": low, "high": high, "n": n,
+            "ci": ci if (low is not None and high is not None) else None, **extra}
 
 
-def from_bootstrap(boot: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    """A metric entry from ``rubriclab.stats.item_bootstrap``'s result."""
-    return metric(boot.get("estimate"), boot.get("low"), boot.get("high"), boot.get("n_items"), **extra)
+def from_bootstrap(boot: dict[str, Any], unit: str, **extra: Any) -> dict[str, Any]:
+    """A metric entry from ``rubriclab.stats.item_bootstrap``'s result; ``unit`` names what was resampled."""
+    ci = interval(f"{str(boot.get('method', 'percentile')).lower()} bootstrap", boot.get("confidence"), unit,
+                  boot.get("n_resamples"))
+    if boot.get("degenerate") and "degenerate" not in extra:
+        extra["degenerate"] = boot["degenerate"]
+    return metric(boot.get("estimate"), boot.get("low"), boot.get("high"), boot.get("n_items"), ci=ci, **extra)

@@ -1,19 +1,29 @@
 """Reliability (PReMISE §3.2, B.1.1, prompts E.4–E.5): inter-rater Krippendorff's α over 0–10 pairwise
 scores from the judge panel, winner flip rate over R re-runs at T=0.7, and paraphrase stability.
 
-Scores are oriented towards the chosen response (s if chosen was shown as A, 10 − s otherwise), so
-every rater and run is on one scale. The panel's scores also feed the structural-fit diagnostics
-(EffDim, BT), which is why ``pairwise_scores`` returns them.
+The judge scores "Response A (Candidate)" against "Response B (Baseline)" as presented (E.4); which of
+chosen/rejected is A follows the seeded, recorded swap. α is computed on the scores as presented by
+default (``ctx.alpha_orientation``), or on chosen-oriented scores (10 − s where chosen was shown as B):
+the two differ on the same ratings, so the card prints which one was used. Flip rate compares the
+winner (chosen / rejected / tie) across runs and is the same either way; paraphrase ρ correlates
+chosen-oriented scores (a per-pair win score of the chosen response). The panel's scores also feed
+the structural-fit diagnostics (EffDim, BT), which is why they are returned.
+
+Draws: panel seat j uses sample index j, flip run r uses J + r and paraphrase p's judgments J + R + p
+(J seats, R runs), so no two of them can be one cached draw even when the panel repeats one model at
+the flip runs' temperature.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from rubriclab.audit._context import AuditContext, from_bootstrap, metric
+from rubriclab.audit._validity import check_paraphrases
 from rubriclab.data import Pair, present
 from rubriclab.llm import CallRequest, RoleSpec, answer_format, load_prompt
 from rubriclab.rubrics import RubricSet
@@ -43,7 +53,8 @@ def _rows(results: list) -> tuple[list[dict[str, Any]], int]:
         score = float(res.value) if res.ok else np.nan
         failed += 0 if res.ok else 1
         rows.append({"who": tag, "criterion": cid, "pair_id": pid, "score_as_shown": score,
-                     "score": score if human == "A" else 10 - score, "chosen_shown_as": human})
+                     "score": score if human == "A" else 10 - score, "chosen_shown_as": human,
+                     "error": None if res.ok else (res.parse_error or res.error)})
     return rows, failed
 
 
@@ -53,15 +64,21 @@ def _verdict(score: float) -> str | None:
     return "chosen" if score > 5 else "rejected" if score < 5 else "tie"
 
 
-def _grid(scores: pd.DataFrame) -> pd.DataFrame:
-    """who × pair score grid of one criterion. A pair drawn twice by the bootstrap keeps both copies
+def _grid(scores: pd.DataFrame, column: str = "score") -> pd.DataFrame:
+    """who × pair grid of one criterion's ``column``. A pair drawn twice by the bootstrap keeps both copies
     (columns are (pair_id, copy)), so a resample is not silently collapsed to its distinct pairs."""
     scores = scores.assign(copy=scores.groupby(["who", "pair_id"]).cumcount())
-    return scores.pivot_table(index="who", columns=["pair_id", "copy"], values="score", aggfunc="first")
+    return scores.pivot_table(index="who", columns=["pair_id", "copy"], values=column, aggfunc="first")
 
 
-def _alpha(scores: pd.DataFrame) -> float:
-    return krippendorff_alpha(_grid(scores).to_numpy())["alpha"]
+ALPHA_COLUMN = {"as_presented": "score_as_shown", "chosen_oriented": "score"}
+
+
+def _alpha_on(column: str):
+    def alpha(scores: pd.DataFrame) -> float:
+        return krippendorff_alpha(_grid(scores, column).to_numpy())["alpha"]
+
+    return alpha
 
 
 def _rho(scores: pd.DataFrame) -> float:
@@ -84,34 +101,46 @@ def _mean_over_criteria(fn):
 
 def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *, runs: int = 5,
                       temperature: float = 0.7, paraphrases: int = 5, paraphrase_temperature: float = 0.8,
-                      axes: tuple[str, ...] = ("alpha", "flip", "paraphrase")) -> dict[str, Any]:
-    """α (panel), flip rate (R runs of the judge at ``temperature``) and paraphrase ρ (P paraphrases)."""
+                      axes: tuple[str, ...] = ("alpha", "flip", "paraphrase"), source: str = "",
+                      paraphrase_bounds: dict[str, float] | None = None) -> dict[str, Any]:
+    """α (panel), flip rate (R runs of the judge at ``temperature``) and paraphrase ρ (P paraphrases, each
+    checked before use: see ``check_paraphrases``)."""
     requests: list[CallRequest] = []
+    seats = len(ctx.judges)
     if "alpha" in axes:
         for j, judge in enumerate(ctx.judges):
             requests += pairwise_requests(rubric, pairs, judge, ctx, sample_index=j, tag=f"rater{j}")
     if "flip" in axes:
         hot = ctx.judge.with_(temperature=temperature)
         for r in range(runs):
-            requests += pairwise_requests(rubric, pairs, hot, ctx, sample_index=r, tag=f"run{r}")
+            requests += pairwise_requests(rubric, pairs, hot, ctx, sample_index=seats + r, tag=f"run{r}")
     para_texts: dict[int, dict[str, str]] = {}
-    para_failed = 0
+    para_rejected: Counter = Counter()
     if "paraphrase" in axes and paraphrases > 1 and ctx.paraphraser is not None:
         tpl = load_prompt("audit_paraphrase", ctx.templates_dir)
         role = ctx.paraphraser.with_(temperature=paraphrase_temperature)
         gen = [CallRequest(role=role, messages=tpl.render(criterion=c.description), sample_index=p, tag=(p, c.id))
                for c in rubric.criteria for p in range(paraphrases)]
-        for res in ctx.gateway.run(gen, desc="paraphrase") if gen else []:
-            p, cid = res.tag
-            text = (res.text or "").strip().strip('"').strip()
-            if res.ok and text:
+        gen_results = ctx.gateway.run(gen, desc="paraphrase") if gen else []
+        ctx.tally.add(source, "paraphrase", gen_results)
+        originals = {c.id: c.description for c in rubric.criteria}
+        checked = check_paraphrases([(res.tag, originals[res.tag[1]], res.text if res.ok else None,
+                                      None if res.ok else (res.parse_error or res.error)) for res in gen_results],
+                                    ctx, bounds=paraphrase_bounds)
+        for (p, cid), (text, problem) in checked.items():
+            if problem is None:
                 para_texts.setdefault(p, {})[cid] = text
             else:
-                para_failed += 1
+                para_rejected[problem] += 1
+        for reason, n in para_rejected.items():
+            ctx.tally.drop(source, "paraphrase", f"paraphrase rejected: {reason}", n)
         for p, texts in para_texts.items():
             sub = rubric.with_criteria(tuple(c for c in rubric.criteria if c.id in texts))
-            requests += pairwise_requests(sub, pairs, ctx.judge, ctx, sample_index=0, tag=f"para{p}", texts=texts)
+            requests += pairwise_requests(sub, pairs, ctx.judge, ctx, sample_index=seats + runs + p,
+                                          tag=f"para{p}", texts=texts)
     results = ctx.gateway.run(requests, desc="reliability") if requests else []
+    for axis, prefix in (("alpha", "rater"), ("flip", "run"), ("paraphrase", "para")):
+        ctx.tally.add(source, axis, [r for r in results if r.tag[0].startswith(prefix)])
     rows, failed = _rows(results)
     df = pd.DataFrame(rows, columns=["who", "criterion", "pair_id", "score_as_shown", "score", "chosen_shown_as"])
     metrics: dict[str, Any] = {}
@@ -120,12 +149,18 @@ def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *
 
     if "alpha" in axes and len(ctx.judges) >= 2:
         raters = df[df.who.str.startswith("rater")]
-        for cid, value in _by_criterion(raters, _alpha).items():
+        alpha_of = _alpha_on(ALPHA_COLUMN[ctx.alpha_orientation])
+        for cid, value in _by_criterion(raters, alpha_of).items():
             per_criterion[cid]["alpha"] = value
         # one item = one pair: all its ratings on every criterion move together
-        boot = item_bootstrap(raters.reset_index(drop=True), _mean_over_criteria(_alpha),
+        boot = item_bootstrap(raters.reset_index(drop=True), _mean_over_criteria(alpha_of),
                               raters["pair_id"].to_numpy(), **boot_kw)
-        metrics["alpha"] = from_bootstrap(boot, level="ordinal", raters=len(ctx.judges), scale="0-10")
+        metrics["alpha"] = from_bootstrap(boot, "pairs", level="ordinal", raters=len(ctx.judges), scale="0-10",
+                                          orientation=ctx.alpha_orientation,
+                                          n_ratings=int(raters["score"].notna().sum()),
+                                          n_failed_ratings=int(raters["score"].isna().sum()))
+        if metrics["alpha"]["value"] is None:
+            metrics["alpha"]["reason"] = _alpha_missing_reason(raters)
     elif "alpha" in axes:
         metrics["alpha"] = metric(None, n=0, reason="α needs a panel of ≥2 judges (llm.roles.judge.model: [...])")
 
@@ -145,23 +180,37 @@ def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *
             metrics["flip_rate"] = metric(None, n=0, reason="no item with ≥2 parsed runs")
         else:
             boot = item_bootstrap(flips["flip"].to_numpy(), "mean", flips["pair_id"].to_numpy(), **boot_kw)
-            metrics["flip_rate"] = from_bootstrap(boot, runs=runs, temperature=temperature)
+            metrics["flip_rate"] = from_bootstrap(boot, "pairs", runs=runs, temperature=temperature,
+                                                  n_obs=len(flips), unit_of_obs="(criterion, pair)")
 
     if "paraphrase" in axes:
         para = df[df.who.str.startswith("para")]
         if para.empty or para["who"].nunique() < 2:
-            metrics["paraphrase_rho"] = metric(None, n=0, reason="needs ≥2 parsed paraphrases (audit.paraphrases ≥2)")
+            why = "needs ≥2 usable paraphrases per criterion (audit.paraphrases ≥2)"
+            if para_rejected:
+                why += "; rejected: " + ", ".join(f"{k} {v}" for k, v in sorted(para_rejected.items()))
+            metrics["paraphrase_rho"] = metric(None, n=0, reason=why)
         else:
             for cid, value in _by_criterion(para, _rho).items():
                 per_criterion[cid]["paraphrase_rho"] = value
             boot = item_bootstrap(para.reset_index(drop=True), _mean_over_criteria(_rho), para["pair_id"].to_numpy(),
                                   **boot_kw)
-            metrics["paraphrase_rho"] = from_bootstrap(boot, paraphrases=len(para_texts),
-                                                       statistic="mean Spearman ρ of per-pair scores")
+            metrics["paraphrase_rho"] = from_bootstrap(boot, "pairs", paraphrases=len(para_texts),
+                                                       statistic="mean Spearman ρ of per-pair scores",
+                                                       orientation="chosen_oriented",
+                                                       n_rejected_paraphrases=sum(para_rejected.values()))
     item_values = {}
     if "flip" in axes and item_flips:
         item_values["flip_rate"] = pd.DataFrame(item_flips).groupby("pair_id")["flip"].mean()
     return {"metrics": metrics, "per_criterion": list(per_criterion.values()), "items": rows,
             "item_values": item_values,
-            "scores": df, "counts": {"reliability_parse_failures": failed, "paraphrase_failures": para_failed},
-            "paraphrases": para_texts}
+            "scores": df, "counts": {"reliability_failed_scores": failed,
+                                     "paraphrases_rejected": sum(para_rejected.values())},
+            "paraphrases": para_texts, "paraphrases_rejected": dict(para_rejected)}
+
+
+def _alpha_missing_reason(raters: pd.DataFrame) -> str:
+    parsed = raters["score"].dropna()
+    if parsed.empty:
+        return f"no rating parsed ({len(raters)} failed)"
+    return "α undefined for every criterion: fewer than 2 raters on any pair, or every rating identical"

@@ -11,6 +11,7 @@ from rubriclab.audit._context import AuditContext
 from rubriclab.audit._fit import audit_applicability, audit_score_structure
 from rubriclab.audit._reliability import audit_reliability
 from rubriclab.audit._structure import audit_structure
+from rubriclab.audit._validity import ATTACK_BOUNDS, PARAPHRASE_BOUNDS, bounds_of
 from rubriclab.data import Pair
 from rubriclab.errors import ConfigError
 from rubriclab.rubrics import RubricSet
@@ -20,6 +21,7 @@ DEFAULTS: dict[str, Any] = {
     "runs": 5, "run_temperature": 0.7, "paraphrases": 5, "paraphrase_temperature": 0.8,
     "samples": 5, "sample_temperature": 0.7, "templates": ["direct", "per_rubric"], "both_orders": False,
     "early_stop": True, "n_attacks": 500, "tau": 7, "n_boot": 2000, "n_boot_paired": 5000,
+    "baseline_reference": "other", "paraphrase_check": {}, "attack_check": {},
 }
 
 
@@ -30,22 +32,37 @@ def check_axes(axes: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(axes)
 
 
+def not_audited_reason(rs: RubricSet) -> str:
+    """Why a source with no criteria is not audited, in words (from its provenance when it says)."""
+    short = (rs.provenance or {}).get("shortfall") or {}
+    why = short.get("reason") if isinstance(short, dict) else None
+    return "not audited: the rubric set has no criteria (K=0)" + (f" — {why}" if why else "")
+
+
 def run_audit(sources: dict[str, RubricSet], *, pool: list[Pair], heldout: list[Pair], ood: list[Pair],
               ctx: AuditContext, cfg: dict[str, Any], axes: tuple[str, ...] = AXES) -> dict[str, Any]:
-    """Returns ``card`` ({source: {metric: entry}}), ``comparisons`` (paired accuracy rows),
-    ``details`` ({source: {axis: per-criterion rows / per-item rows}}) and ``counts``."""
+    """Returns ``card`` ({source: {metric: entry}}), ``comparisons`` (paired rows), ``details``
+    ({source: {axis: per-criterion rows / per-item rows}}), ``counts`` (per-axis detail counts),
+    ``tally`` (parse/transport failures per source, axis and role; dropped items by reason) and
+    ``not_audited`` ({source: reason} for sources with no criteria)."""
     c = {**DEFAULTS, **cfg}
     axes = check_axes(axes)
+    # refuse a typo in a check's bounds before any model call, not after the attacks are written
+    bounds_of(PARAPHRASE_BOUNDS, c["paraphrase_check"], "audit.paraphrase_check")
+    bounds_of(ATTACK_BOUNDS, c["attack_check"], "audit.attack_check")
     card: dict[str, dict[str, Any]] = {src: {} for src in sources}
     details: dict[str, dict[str, Any]] = {src: {} for src in sources}
     counts: dict[str, Counter] = {src: Counter() for src in sources}
     item_values: dict[str, dict[str, Any]] = {"flip_rate": {}, "vfr": {}}
+    not_audited: dict[str, str] = {}
     for src, rs in sources.items():
+        card[src]["K"] = rs.K
         if rs.K == 0:
-            counts[src]["empty_rubric"] += 1
+            not_audited[src] = not_audited_reason(rs)
+            card[src]["status"] = not_audited[src]
             continue
         if "structure" in axes:
-            r = audit_structure(rs, ctx)
+            r = audit_structure(rs, ctx, source=src)
             card[src].update(r["metrics"])
             details[src]["structure"] = r
             counts[src].update(r["counts"])
@@ -53,7 +70,7 @@ def run_audit(sources: dict[str, RubricSet], *, pool: list[Pair], heldout: list[
             rel_axes = ("alpha",) + (("flip", "paraphrase") if "reliability" in axes else ())
             r = audit_reliability(rs, pool, ctx, runs=c["runs"], temperature=c["run_temperature"],
                                   paraphrases=c["paraphrases"], paraphrase_temperature=c["paraphrase_temperature"],
-                                  axes=rel_axes)
+                                  axes=rel_axes, source=src, paraphrase_bounds=c["paraphrase_check"])
             if "reliability" in axes:
                 card[src].update(r["metrics"])
                 if "flip_rate" in r["item_values"]:
@@ -61,30 +78,33 @@ def run_audit(sources: dict[str, RubricSet], *, pool: list[Pair], heldout: list[
             details[src]["reliability"] = {k: v for k, v in r.items() if k != "scores"}
             counts[src].update(r["counts"])
             if "fit" in axes:
-                s = audit_score_structure(rs, r["scores"], ctx)
+                s = audit_score_structure(rs, r["scores"], ctx, source=src)
                 card[src].update(s["metrics"])
                 details[src]["bt_coef"] = s["bt_coef"] if "bt_coef" in s else {}
                 counts[src].update(s["counts"])
         if "fit" in axes:
-            a = audit_applicability(rs, {p.id: p.prompt for p in pool}, {p.id: p.prompt for p in ood}, ctx)
+            a = audit_applicability(rs, {p.id: p.prompt for p in pool}, {p.id: p.prompt for p in ood}, ctx,
+                                    source=src)
             card[src].update(a["metrics"])
             details[src]["applicability"] = a
             counts[src].update(a["counts"])
         if "adversarial" in axes:
             from rubriclab.audit._adversarial import audit_adversarial
 
-            r = audit_adversarial(rs, pool, ctx, n_attacks=c["n_attacks"], tau=c["tau"])
+            r = audit_adversarial(rs, pool, ctx, n_attacks=c["n_attacks"], tau=c["tau"], source=src,
+                                  baseline_reference=c["baseline_reference"], attack_bounds=c["attack_check"])
             card[src].update({k: v for k, v in r["metrics"].items() if k != "formula"})
             details[src]["adversarial"] = r
             card[src]["vfr_formula"] = r["metrics"].get("formula")
+            card[src]["baseline_verifier_reference"] = r["settings"]["baseline_reference_shown"]
             item_values["vfr"][src] = adversarial_item_values(r["items"])
             counts[src].update(r["counts"])
     comparisons: list[dict[str, Any]] = []
     accuracy_items: list[dict[str, Any]] = []
-    if "fit" in axes:
+    live = {s: rs for s, rs in sources.items() if rs.K > 0}
+    if "fit" in axes and live:
         from rubriclab.audit._accuracy import audit_accuracy
 
-        live = {s: rs for s, rs in sources.items() if rs.K > 0}
         acc = audit_accuracy(live, heldout, ctx, samples=c["samples"], temperature=c["sample_temperature"],
                              templates=tuple(c["templates"]), both_orders=c["both_orders"],
                              early_stop=c["early_stop"], n_boot=ctx.n_boot, n_boot_paired=c["n_boot_paired"])
@@ -92,15 +112,18 @@ def run_audit(sources: dict[str, RubricSet], *, pool: list[Pair], heldout: list[
             card.setdefault(src, {}).update(m)
         comparisons = [{"metric": "accuracy", **row} for row in acc["comparisons"]]
         accuracy_items = acc["items"]
-        for src, n in (acc.get("counts") or {}).items():
-            if isinstance(n, dict):
-                counts.setdefault(src, Counter()).update({k: v for k, v in n.items() if isinstance(v, int)})
+        for src, per_template in (acc.get("counts") or {}).items():
+            counts.setdefault(src, Counter())
+            for template, n in per_template.items():
+                counts[src].update({f"accuracy_{template}.{k}": v for k, v in n.items() if isinstance(v, int)})
     for metric_name, per_source in item_values.items():
         if len(per_source) >= 2:
             comparisons += [{"template": None, **row} for row in paired_item_comparisons(
                 per_source, metric_name, n_boot=c["n_boot_paired"], seed=ctx.seed, confidence=ctx.confidence)]
-    for src, cnt in counts.items():
-        card.setdefault(src, {})["parse_failures"] = sum(v for k, v in cnt.items() if "fail" in k)
-        card[src]["counts"] = dict(cnt)
+    for src in card:
+        if src not in not_audited:
+            card[src].update(ctx.tally.totals(src))
+            card[src]["counts"] = dict(counts.get(src, {}))
     return {"card": card, "comparisons": comparisons, "details": details, "accuracy_items": accuracy_items,
-            "counts": {s: dict(v) for s, v in counts.items()}}
+            "counts": {s: dict(v) for s, v in counts.items()}, "tally": ctx.tally.rows(),
+            "tally_by_role": ctx.tally.by_role(), "not_audited": not_audited}

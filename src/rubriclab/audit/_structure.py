@@ -33,10 +33,14 @@ PROPERTIES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def audit_structure(rubric: RubricSet, ctx: AuditContext) -> dict[str, Any]:
-    """Majority PASS/FAIL per (criterion, property) over ``ctx.judges``. A vote that cannot be parsed
-    is counted and left out of the majority; a (criterion, property) with no parsed vote or a tied
-    vote counts as not passed and is reported."""
+def audit_structure(rubric: RubricSet, ctx: AuditContext, source: str = "") -> dict[str, Any]:
+    """Majority PASS/FAIL per (criterion, property) over ``ctx.judges``.
+
+    A vote that cannot be parsed (or whose call failed) is not a vote: it is counted and left out of the
+    majority. A (criterion, property) with no parsed vote, or a tied vote, has no majority: it is
+    *undecided*, never "not passed". Struct(R) is the mean, over the criteria whose five properties all
+    have a majority, of the number passed (0–5); criteria with an undecided property are left out and
+    counted. With no decided criterion Struct is missing (with the failure count), not 0."""
     tpl = load_prompt("audit_structure", ctx.templates_dir)
     requests = []
     for c in rubric.criteria:
@@ -48,6 +52,7 @@ def audit_structure(rubric: RubricSet, ctx: AuditContext) -> dict[str, Any]:
                 requests.append(CallRequest(messages=msgs, sample_index=j, tag=(c.id, pid, j),
                                             **answer_format(judge, "pass_fail")))
     results = ctx.gateway.run(requests, desc="structure") if requests else []
+    ctx.tally.add(source, "structure", results)
     votes: dict[tuple[str, str], list[bool]] = {}
     failed = 0
     for res in results:
@@ -60,23 +65,39 @@ def audit_structure(rubric: RubricSet, ctx: AuditContext) -> dict[str, Any]:
     rows, per_criterion = [], []
     undecided = 0
     for c in rubric.criteria:
-        passed = {}
+        passed: dict[str, bool | None] = {}
         for pid, _, _ in PROPERTIES:
             v = Counter(votes.get((c.id, pid), []))
-            ok = v[True] > v[False]
-            undecided += int(v[True] == v[False])
-            passed[pid] = ok
+            decided = v[True] != v[False]
+            undecided += int(not decided)
+            passed[pid] = (v[True] > v[False]) if decided else None
             rows.append({"criterion": c.id, "property": pid, "pass_votes": v[True], "fail_votes": v[False],
-                         "passed": ok})
-        per_criterion.append({"criterion": c.id, "struct": sum(passed.values()), **passed})
+                         "failed_votes": len(ctx.judges) - v[True] - v[False],
+                         "passed": passed[pid], "decided": decided})
+        complete = all(x is not None for x in passed.values())
+        per_criterion.append({"criterion": c.id, "struct": sum(bool(x) for x in passed.values()) if complete else None,
+                              **passed})
+    n_votes = len(results) - failed
     frame = pd.DataFrame(per_criterion)
+    scored = frame[frame["struct"].notna()] if not frame.empty else frame
+    ctx.tally.drop(source, "structure", "criterion with an undecided property (failed or tied votes)",
+                   len(frame) - len(scored))
+    vote_info = {"n_votes": n_votes, "n_failed_votes": failed, "n_undecided": undecided, "panel": len(ctx.judges)}
     if frame.empty:
         struct = metric(None, n=0, reason="empty rubric")
-        by_prop = {}
+    elif scored.empty:
+        why = (f"every one of {len(results)} structure votes failed to parse or call" if n_votes == 0 else
+               f"no criterion has a majority on all five properties ({undecided} undecided of {len(rows)})")
+        struct = metric(None, n=0, reason=why, **vote_info)
     else:
-        boot = item_bootstrap(frame["struct"].to_numpy(float), "mean", frame["criterion"].to_numpy(),
+        boot = item_bootstrap(scored["struct"].to_numpy(float), "mean", scored["criterion"].to_numpy(),
                               n_resamples=ctx.n_boot, confidence=ctx.confidence, seed=ctx.seed)
-        struct = from_bootstrap(boot, scale="0-5 properties passed, mean over criteria")
-        by_prop = {f"struct.{pid}": metric(frame[pid].mean(), n=len(frame)) for pid, _, _ in PROPERTIES}
+        struct = from_bootstrap(boot, "criteria", scale="0-5 properties passed, mean over criteria",
+                                n_left_out=len(frame) - len(scored), **vote_info)
+    by_prop = {}
+    for pid, _, _ in PROPERTIES:
+        col = frame[pid].dropna() if not frame.empty else pd.Series(dtype=object)
+        by_prop[f"struct.{pid}"] = (metric(col.astype(float).mean(), n=len(col), share="criteria passing")
+                                    if len(col) else metric(None, n=0, reason="no criterion with a majority vote"))
     return {"metrics": {"struct": struct, **by_prop}, "per_criterion": per_criterion, "items": rows,
             "counts": {"structure_parse_failures": failed, "structure_undecided": undecided}}

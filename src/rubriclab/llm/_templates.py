@@ -30,7 +30,10 @@ PROMPTS: dict[str, frozenset[str]] = {
     "audit_structure": frozenset({"criterion_id", "criterion", "property_name", "property_description"}),
     "audit_applicability": frozenset({"criterion_id", "criterion", "prompt"}),
     "audit_attacker": frozenset({"criterion_id", "criterion", "prompt", "strategy", "strategy_description"}),
-    "audit_verifier": frozenset({"criterion_id", "criterion", "prompt", "response", "reference"}),
+    # reference_section/calibration: the paper's "Reference (good) Response" block for attacks, a neutral
+    # one (or none) for the baseline pool of genuine responses
+    "audit_verifier": frozenset({"criterion_id", "criterion", "prompt", "response", "reference_section",
+                                 "calibration"}),
 }
 
 

@@ -12,7 +12,16 @@ from typing import Any
 
 import pandas as pd
 
-from rubriclab.audit import AuditContext, cross_source_table, flat_metrics, numeric_table, run_audit, to_markdown
+from rubriclab.audit import (
+    LEGEND,
+    AuditContext,
+    cross_source_table,
+    flat_metrics,
+    interval_legend,
+    numeric_table,
+    run_audit,
+    to_markdown,
+)
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
@@ -23,6 +32,16 @@ from rubriclab.tracking import stage_run, write_metrics_json
 EMBEDDED_NOTE = ("Numbers below come from the embedded SmolLM2-135M model, which is at chance as a pairwise judge: "
                  "they show the pipeline runs end to end and are NOT findings. Set real models in params.yaml "
                  "(llm.roles) for a real audit.")
+
+
+def embedded_note(roles: list[str]) -> str | None:
+    """The card's warning, naming the roles that run on the embedded chat model (None: no such role)."""
+    if not roles:
+        return None
+    if any(r.startswith("judge") for r in roles):
+        return f"{EMBEDDED_NOTE} Roles on the embedded model: {', '.join(roles)}."
+    return (f"Roles {', '.join(roles)} run on the embedded SmolLM2-135M model: the numbers they feed (paraphrase ρ for "
+            "the paraphraser, VFR for the attacker/verifier) show plumbing, not findings.")
 
 
 def _split(project: Path, dataset: str, name: str, limit: int | None) -> list:
@@ -61,10 +80,14 @@ def _context(params: dict[str, Any], project: Path, stage: str) -> tuple[AuditCo
 
     ctx = AuditContext(gateway=gateway_from_params(params, stage=stage, project_dir=project),
                        judges=panel(roles["judge"]), paraphraser=one("paraphraser"), attacker=one("attacker"),
-                       verifier=one("verifier"), templates_dir=get(params, "llm.templates_dir", None),
+                       verifier=one("verifier"), embedder=one("embedder"),
+                       templates_dir=get(params, "llm.templates_dir", None),
                        seed=get(params, "data.seed", 42), n_boot=int(cfg.get("n_boot", 2000)),
-                       confidence=float(cfg.get("confidence", 0.95)))
+                       confidence=float(cfg.get("confidence", 0.95)), tie_credit=float(cfg.get("tie_credit", 0.5)),
+                       alpha_orientation=str(cfg.get("alpha_orientation", "as_presented")))
     models = sorted({m.model for r in roles.values() for m in panel(r)})
+    ctx.extra["embedded_roles"] = sorted(m.name for r in roles.values() for m in panel(r)
+                                         if m.model.startswith("local/") and m.name != "embedder")
     return ctx, models
 
 
@@ -87,41 +110,31 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
     ctx, models = _context(params, project, f"audit@{dataset}")
     out = out_dir or project / "outputs/audit" / dataset
     out.mkdir(parents=True, exist_ok=True)
-    embedded = any(m.startswith("local/") for m in models)
+    embedded = bool(ctx.extra["embedded_roles"])
     with stage_run("audit", f"audit@{dataset}", params, project,
                    experiment=get(params, "tracking.experiment", "rubriclab"),
                    tags={"dataset": dataset, "models": ", ".join(models), "sources": ", ".join(rubric_sets),
                          "embedded_model": str(embedded), "adhoc": str(out_dir is not None)}) as run:
         result = run_audit(rubric_sets, pool=pool, heldout=heldout, ood=ood, ctx=ctx, cfg=cfg, axes=axes)
         card = result["card"]
-        table = cross_source_table(card)
-        numeric = numeric_table(card)
+        table = cross_source_table(card, result["comparisons"])
+        numeric = numeric_table(card, result["comparisons"])
         numeric.to_csv(out / "card.csv", index=False)
         table.to_csv(out / "cross_source.csv", index=False)
         comparisons = pd.DataFrame(result["comparisons"])
         comparisons.to_csv(out / "comparisons.csv", index=False)
-        formula = next((m.get("vfr_formula") for m in card.values() if m.get("vfr_formula")), None)
-        md = [f"# Audit card: {dataset}", "", f"Models: {', '.join(models)}", ""]
-        if embedded:
-            md += [f"> {EMBEDDED_NOTE}", ""]
-        md += [f"Items: audit pool n={len(pool)}, held-out n={len(heldout)}, out-of-domain prompts n={len(ood)} "
-               f"({ood_name or 'none'}); axes: {', '.join(axes)}. Cells: estimate [95% CI, item bootstrap] n=items; "
-               "★ = best in column.", "", to_markdown(table), ""]
-        if formula:
-            md += [f"VFR formula: `{formula}`", ""]
-        if not comparisons.empty:
-            keep = [c for c in ("metric", "template", "a", "b", "n_items", "acc_a", "acc_b", "diff", "low", "high", "p_value",
-                                "p_adjusted", "mde", "label") if c in comparisons.columns]
-            md += ["## Paired comparisons (same items under each source; paired bootstrap, BH-adjusted within "
-                   "each metric, MDE at 80% power)", "",
-                   to_markdown(comparisons[keep].round(3)), ""]
-        md += ["## Per source (every metric, 95% CI, n)", ""]
-        for src, sub in numeric.groupby("source", sort=False):
-            md += [f"### {src}", "", to_markdown(sub.drop(columns=["source"]).round(3)), ""]
-        md += ["## Counts (parse failures, dropped items)", "", "```", json.dumps(result["counts"], indent=2), "```"]
-        (out / "card.md").write_text("\n".join(md) + "\n")
+        tally = pd.DataFrame(result["tally"])
+        tally.to_csv(out / "failures.csv", index=False)
+        md = card_markdown(dataset, models, embedded, axes, pool, heldout, ood, ood_name, ctx, result, table,
+                           numeric, comparisons, tally)
+        (out / "card.md").write_text(md)
         (out / "card.json").write_text(json.dumps({"dataset": dataset, "models": models, "embedded": embedded,
+                                                   "embedded_roles": ctx.extra["embedded_roles"],
                                                    "axes": list(axes), "card": card,
+                                                   "settings": _settings(ctx, cfg),
+                                                   "not_audited": result["not_audited"],
+                                                   "failures": result["tally"],
+                                                   "failures_by_role": result["tally_by_role"],
                                                    "comparisons": result["comparisons"]},
                                                   indent=2, sort_keys=True, default=str))
         for src, det in result["details"].items():
@@ -149,7 +162,65 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
                         child.log_table(pd.DataFrame(d["items"]), f"{axis}.items.json")
     if out_dir is None:
         write_metrics_json(project / "metrics/audit" / f"{dataset}.json", flat)
-    return {"card": card, "table": table, "out": out, "metrics": flat}
+    return {"card": card, "table": table, "out": out, "metrics": flat, "comparisons": result["comparisons"],
+            "failures": result["tally"]}
+
+
+def _settings(ctx: AuditContext, cfg: dict[str, Any]) -> dict[str, Any]:
+    return {"confidence": ctx.confidence, "n_boot": ctx.n_boot, "n_boot_paired": cfg.get("n_boot_paired"),
+            "seed": ctx.seed, "tie_credit": ctx.tie_credit, "alpha_orientation": ctx.alpha_orientation,
+            "baseline_reference": cfg.get("baseline_reference", "other")}
+
+
+def card_markdown(dataset: str, models: list[str], embedded: bool, axes: tuple[str, ...], pool: list, heldout: list,
+                  ood: list, ood_name: str | None, ctx: AuditContext, result: dict[str, Any], table: pd.DataFrame,
+                  numeric: pd.DataFrame, comparisons: pd.DataFrame, tally: pd.DataFrame) -> str:
+    """The human-readable card: models, sizes, the cross-source table with what every interval is, why
+    every empty cell is empty, the paired comparisons, per-source tables and the failure counts."""
+    card = result["card"]
+    level = f"{100 * ctx.confidence:g}%"
+    md = [f"# Audit card: {dataset}", "", f"Models: {', '.join(models)}", ""]
+    note = embedded_note(ctx.extra.get("embedded_roles", []))
+    if note:
+        md += [f"> {note}", ""]
+    md += [f"Items: audit pool n={len(pool)} pairs, held-out n={len(heldout)} pairs, out-of-domain prompts "
+           f"n={len(ood)} ({ood_name or 'none'}); axes: {', '.join(axes)}.", "",
+           f"Cells: estimate [{level} interval] n=items (what each interval is: below the table). "
+           f"α is Krippendorff's ordinal α on the 0–10 pairwise scores **{ctx.alpha_orientation}** "
+           "(audit.alpha_orientation). Accuracy is over every judged held-out pair, a tie credited "
+           f"{ctx.tie_credit:g} (audit.tie_credit); the Decided columns give the share of judged pairs with an "
+           "A/B verdict.", "", LEGEND, ""]
+    for src, why in result["not_audited"].items():
+        md += [f"- **{src}**: {why}."]
+    if result["not_audited"]:
+        md += [""]
+    md += [to_markdown(table), "", "Intervals by column:", ""]
+    md += [f"- {label}: {what}" for label, what in interval_legend(card)] + [""]
+    formula = next((m.get("vfr_formula") for m in card.values() if m.get("vfr_formula")), None)
+    if formula:
+        ref = next((m.get("baseline_verifier_reference") for m in card.values() if m.get("baseline_verifier_reference")),
+                   None)
+        md += [f"VFR formula: `{formula}`", "", f"Baseline pool verifier: shown {ref}.", ""]
+    if not comparisons.empty:
+        keep = [c for c in ("metric", "template", "a", "b", "n_items", "acc_a", "mean_a", "acc_b", "mean_b", "diff",
+                            "low", "high", "p_value", "p_adjusted", "mde", "label") if c in comparisons.columns]
+        md += ["## Paired comparisons", "",
+               f"Same items under each source; {level} percentile paired bootstrap intervals over the items "
+               f"(pairs for accuracy and flip rate, prompts for VFR); p-values BH-adjusted within each metric; MDE "
+               "at 80% power at the Bonferroni level α/m of its family.", "",
+               to_markdown(comparisons[keep].round(3)), ""]
+    md += ["## Per source (every metric, its interval and n)", ""]
+    for src, sub in numeric.groupby("source", sort=False):
+        md += [f"### {src}", "", to_markdown(sub.drop(columns=["source"]).round(3)), ""]
+    md += ["## Failures and dropped items", "",
+           "Parse failures (a reply that stated no usable answer after the re-asks), transport failures (no reply "
+           "after the retries) per source, axis and role — they add up to `rubriclab calls` for this stage — and the "
+           "items each metric left out, by reason.", ""]
+    if not tally.empty:
+        md += [to_markdown(tally.fillna("")), ""]
+    else:
+        md += ["No model call failed and no item was dropped.", ""]
+    return "\n".join(md) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
