@@ -13,17 +13,25 @@ from rubriclab.stages.data import run_data_stage
 from rubriclab.stages.discover import run_discover_stage
 from rubriclab.testing import scripted_model, scripted_provider
 from rubriclab.tracking import tracking_uri
-from tests.test_discover import consolidator_script, embed_script, judge_script
+from tests.test_discover import _h, consolidator_script, embed_script, judge_script
+
+GENERIC = [  # (accuracy, directness) wordings; a pair gets one of three, so no text repeats for most pairs
+    (("Accuracy", "Judges the accuracy of facts."), ("Directness", "Judges the directness of the answer.")),
+    (("Factual accuracy", "Rewards accuracy in every stated fact."),
+     ("Answers directly", "Rewards directness: the answer comes first.")),
+    (("Accurate facts", "Checks the factual accuracy of each claim."),
+     ("Direct answer", "Checks the directness of the reply.")),
+]
 
 
 def generic_extractor(messages, params):
     # two criteria per pair, named after planted-style qualities; scores favour the winner
-    winner = "A" if "WINNER: A" in messages[-1]["content"] else "B"
+    text = messages[-1]["content"]
+    winner = "A" if "WINNER: A" in text else "B"
     hi, lo = (8, 3) if winner == "A" else (3, 8)
-    return json.dumps({"criteria": [
-        {"name": "Accuracy", "description": "Judges the accuracy of facts.", "model_a_score": hi, "model_b_score": lo},
-        {"name": "Directness", "description": "Judges the directness of the answer.", "model_a_score": hi,
-         "model_b_score": lo}]})
+    variant = GENERIC[_h(text.split("RESPONSE A:")[0]) % 3]
+    return json.dumps({"criteria": [{"name": n, "description": d, "model_a_score": hi, "model_b_score": lo}
+                                    for n, d in variant]})
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +77,10 @@ def test_discover_stage_writes_every_rubric_source_and_reruns_free(project):
     assert rs.source == "discovered" and rs.K >= 1 and all(c.provenance["candidates"] for c in rs.criteria)
     assert load_rubric_set(root / "outputs/rubrics/demo_helpful/imported_mine.json").K == 2
     assert first["metrics"]["K.imported_mine"] == 2 and first["metrics"]["K.discovered"] == rs.K
+    # two planted qualities cannot fill k=4: the file says so, and so do the report and the metrics
+    assert rs.K == 2 and rs.provenance["shortfall"]["asked"] == 4 and rs.provenance["shortfall"]["got"] == 2
+    assert first["report"]["shortfall"]["discovered"] == rs.provenance["shortfall"]
+    assert first["metrics"]["shortfall.discovered"] == 2 and first["metrics"]["rejected.extraction.example_copy"] == 0
     assert (root / "outputs/discover/demo_helpful/support.png").stat().st_size > 1000
     calls = dict(scripted_provider().calls)
     second = run_discover_stage(params, root, "demo_helpful")

@@ -41,7 +41,9 @@ def cmd_discover(args: argparse.Namespace) -> int:
         print(f"{name:<28} {path}")
     m = out["metrics"]
     print(f"K discovered={m['k_discovered']} pref_repaired={m['k_pref_repaired']} from {m['candidates']} candidates "
-          f"({m['pairs_failed']} of {m['pairs']} pairs unparseable)")
+          f"({m['pairs_failed']} of {m['pairs']} extraction replies rejected or unparseable)")
+    for name, sf in sorted((out["report"].get("shortfall") or {}).items()):
+        print(f"{name}: {sf['got']} of {sf['asked']} criteria asked — {sf['reason']}")
     return 0
 
 

@@ -50,6 +50,12 @@ class ParseFailure(RubricLabError):
     """A model reply could not be parsed into the expected shape."""
 
 
+class InvariantError(RubricLabError):
+    """A bookkeeping invariant broke (e.g. support not conserved): a bug, reported with the numbers.
+
+    A real exception, not ``assert``, so it still fires under ``python -O``."""
+
+
 class MissingDependencyError(RubricLabError):
     """An optional dependency is not installed."""
 

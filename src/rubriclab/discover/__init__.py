@@ -8,10 +8,13 @@ from rubriclab.discover._extract import extract_candidates, extraction_schema
 from rubriclab.discover._pipeline import DEFAULTS, DiscoveryResult, discover
 from rubriclab.discover._prefrank import MODES, preference_fit, rank_by_fit
 from rubriclab.discover._select import filter_pool, mmr_select
+from rubriclab.discover._shortfall import shortfall
 from rubriclab.discover._task import task_derived_rubric
+from rubriclab.discover._validate import REASONS, Echo, check_criterion, check_reply, echo_of
 
 __all__ = [
-    "DEFAULTS", "MODES", "DiscoveryResult", "Node", "check_subgroups", "consolidate", "discover",
-    "extract_candidates", "extraction_schema", "filter_pool", "mmr_select", "nodes_from_candidates",
-    "preference_fit", "rank_by_fit", "salvage", "task_derived_rubric",
+    "DEFAULTS", "MODES", "REASONS", "DiscoveryResult", "Echo", "Node", "check_criterion", "check_reply",
+    "check_subgroups", "consolidate", "discover", "echo_of", "extract_candidates", "extraction_schema", "filter_pool",
+    "mmr_select", "nodes_from_candidates", "preference_fit", "rank_by_fit", "salvage", "shortfall",
+    "task_derived_rubric",
 ]

@@ -3,6 +3,10 @@
 Support (how many raw candidates a node stands for) and provenance (which raw candidates and which
 pairs) are carried through every level: a merge sums its members' support, and a node that no valid
 reply merged stays as it was. Nothing is lost: total support is constant across levels.
+
+A described criterion passes the rules of ``_validate`` (no copy of the prompt's example
+``concise_snake_case_name``, no field name, ≥ ``min_words`` words, ...); one that does not is re-asked,
+and when it stays unusable the group's members stay unmerged and the reason is counted.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from typing import Any
 import numpy as np
 from sklearn.cluster import AgglomerativeClustering
 
-from rubriclab.errors import ParseFailure
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, embed_texts, extract_json, load_prompt
+from rubriclab.discover._validate import EXPLAIN, Echo, check_criterion, count_reasons, echo_of
+from rubriclab.errors import InvariantError, ParseFailure
+from rubriclab.llm import CallRequest, CallResult, Gateway, RoleSpec, embed_texts, extract_json, load_prompt
 from rubriclab.llm._store import CallStore
 from rubriclab.rubrics import slugify, unique_id
 
@@ -127,20 +132,46 @@ def salvage(text: str | None, ids: list[str]) -> list[list[str]]:
 
 
 # -- describe replies ----------------------------------------------------------------------------
-def describe_parser(min_words: int):
+def check_description(text: str, echo: Echo, min_words: int) -> tuple[dict[str, str], str | None]:
+    """(the reply's rubric_id and description, the ``_validate`` reason code or None). ParseFailure when
+    the reply is not an object with a snake_case ``rubric_id``."""
+    data = extract_json(text)
+    if not isinstance(data, dict):
+        raise ParseFailure("reply is not a JSON object")
+    rid = str(data.get("rubric_id", "")).strip()
+    desc = " ".join(str(data.get("rubric_description", "")).split())
+    if not _SNAKE.match(rid):
+        raise ParseFailure(f"rubric_id {rid!r} is not snake_case")
+    return {"rubric_id": rid, "rubric_description": desc}, check_criterion(rid, desc, echo, min_words)
+
+
+def describe_parser(min_words: int, echo: Echo | None = None):
+    """Parser for a describe reply; a criterion the rules of ``_validate`` reject is a ParseFailure
+    naming the reason code (re-asked; after the retries the members stay unmerged)."""
+    echo = echo or echo_of(load_prompt("discover_describe"))
+
     def parse(text: str) -> dict[str, str]:
-        data = extract_json(text)
-        if not isinstance(data, dict):
-            raise ParseFailure("reply is not a JSON object")
-        rid = str(data.get("rubric_id", "")).strip()
-        desc = " ".join(str(data.get("rubric_description", "")).split())
-        if not _SNAKE.match(rid):
-            raise ParseFailure(f"rubric_id {rid!r} is not snake_case")
-        if len(desc.split()) < min_words:
-            raise ParseFailure(f"rubric_description has {len(desc.split())} words; expected ≥{min_words}")
-        return {"rubric_id": rid, "rubric_description": desc}
+        value, reason = check_description(text, echo, min_words)
+        if reason == "too_few_words":
+            n = len(value["rubric_description"].split())
+            raise ParseFailure(f"too_few_words: rubric_description has {n} words; expected ≥{min_words}")
+        if reason:
+            raise ParseFailure(f"{reason}: the criterion {EXPLAIN[reason]} (rubric_id {value['rubric_id']!r}); "
+                               "write the merged quality in your own words")
+        return value
 
     return parse
+
+
+def describe_failure(res: CallResult, echo: Echo, min_words: int) -> str:
+    """The reason code of a describe call that stayed unusable (``call_error``/``unparseable`` when the
+    reply could not be checked)."""
+    if res.parse_error is None:
+        return "call_error"
+    try:
+        return check_description(res.text or "", echo, min_words)[1] or "unparseable"
+    except ParseFailure:
+        return "unparseable"
 
 
 def subgroup_schema(ids: list[str]) -> dict[str, Any]:
@@ -214,6 +245,7 @@ def consolidate(nodes: list[Node], gateway: Gateway, *, consolidator: RoleSpec, 
     """Run the loop until ``len(nodes) <= target_size``, ``max_levels`` levels, or a level merges
     nothing. Returns the final pool and one report row per level."""
     describe_tpl = load_prompt("discover_describe", templates_dir)
+    echo = echo_of(describe_tpl)
     levels: list[dict[str, Any]] = []
     total_support = sum(n.support for n in nodes)
     for level in range(1, max_levels + 1):
@@ -231,18 +263,20 @@ def consolidate(nodes: list[Node], gateway: Gateway, *, consolidator: RoleSpec, 
 
         describe = [CallRequest(role=consolidator,
                                 messages=describe_tpl.render(rubrics_text=_rubrics_text(g, [n.id for n in g])),
-                                parser=describe_parser(min_words),
+                                parser=describe_parser(min_words, echo),
                                 response_format={"type": "json_object", "schema": DESCRIBE_SCHEMA}, tag=g)
                     for g in groups]
         described = gateway.run(describe, desc="describe") if describe else []
         merged_ids: set[str] = set()
         taken = {n.id for n in nodes}
         new_nodes: list[Node] = []
-        stats["describe_failures"] = 0
+        failures = [describe_failure(res, echo, min_words) for res in described if not res.ok]
+        stats["describe_failures"] = len(failures)  # their members stay as they are
+        stats["describe_rejected"] = count_reasons(failures)
+        stats["describe_reasks"] = sum(max(0, res.attempts - 1) for res in described)
         for res in described:
             group: list[Node] = res.tag
             if not res.ok:
-                stats["describe_failures"] += 1  # members stay as they are
                 continue
             for n in group:
                 taken.discard(n.id)
@@ -256,7 +290,10 @@ def consolidate(nodes: list[Node], gateway: Gateway, *, consolidator: RoleSpec, 
         nodes = [n for n in nodes if n.id not in merged_ids] + new_nodes
         stats["merged_members"] = len(merged_ids)
         stats["nodes_out"] = len(nodes)
-        assert sum(n.support for n in nodes) == total_support, "support must be conserved"
+        support_out = sum(n.support for n in nodes)
+        if support_out != total_support:
+            raise InvariantError(f"consolidate level {level}: total support {support_out} after merging, "
+                                 f"{total_support} before; support must be conserved (each candidate in one node)")
         levels.append(stats)
         if not merged_ids:
             break

@@ -1,5 +1,9 @@
 """Discovery end to end: extract → consolidate → filter → MMR (`discovered`) and preference-rank
-selection over the high-impact pool (`pref_repaired`)."""
+selection over the high-impact pool (`pref_repaired`).
+
+A source with fewer criteria than ``k`` (0 included) is still returned, with
+``provenance["shortfall"] = {"asked", "got", "reason"}``; ``report["shortfall"]`` repeats it.
+"""
 
 from __future__ import annotations
 
@@ -11,6 +15,9 @@ from rubriclab.discover._consolidate import Node, consolidate, nodes_from_candid
 from rubriclab.discover._extract import extract_candidates
 from rubriclab.discover._prefrank import preference_fit, rank_by_fit
 from rubriclab.discover._select import filter_pool, mmr_select
+from rubriclab.discover._shortfall import discovered_reason, pref_reason, shortfall
+from rubriclab.discover._validate import merge_counts
+from rubriclab.errors import InvariantError
 from rubriclab.llm import Gateway, RoleSpec, embed_texts
 from rubriclab.llm._store import CallStore
 from rubriclab.rubrics import Criterion, RubricSet
@@ -18,7 +25,7 @@ from rubriclab.rubrics import Criterion, RubricSet
 DEFAULTS: dict[str, Any] = {
     "max_pairs": 1000, "min_criteria": 5, "max_criteria": 15, "k": 20, "target_size": 40, "cluster_size": 20,
     "max_levels": 10, "batch_size": 150, "min_split": 4, "n_min": 10, "min_pairs": 3, "mmr_lambda": 0.7,
-    "min_description_words": 20, "pref_rank": {"pool": 40, "max_pairs": 1000, "mode": "score"},
+    "min_description_words": 20, "min_candidate_words": 4, "identical_limit": 0.5, "pref_rank": {"pool": 40, "max_pairs": 1000, "mode": "score"},
 }
 
 
@@ -32,6 +39,7 @@ class DiscoveryResult:
     dropped: list[dict[str, Any]]
     pref_rows: list[dict[str, Any]]
     report: dict[str, Any] = field(default_factory=dict)
+    rejected: list[dict[str, Any]] = field(default_factory=list)  # extracted criteria that failed validation
 
 
 def _criterion(n: Node, dataset: str) -> Criterion:
@@ -48,7 +56,8 @@ def discover(pairs: list[Pair], cfg: dict[str, Any], *, gateway: Gateway, store:
     pairs = pairs[: c["max_pairs"]]
     candidates, extract_report = extract_candidates(pairs, gateway, extractor, seed=seed,
                                                     min_criteria=c["min_criteria"], max_criteria=c["max_criteria"],
-                                                    templates_dir=templates_dir)
+                                                    templates_dir=templates_dir, min_words=c["min_candidate_words"],
+                                                    identical_limit=c["identical_limit"])
     nodes, levels = consolidate(nodes_from_candidates(candidates), gateway, consolidator=consolidator,
                                 embedder=embedder, store=store, target_size=c["target_size"],
                                 cluster_size=c["cluster_size"], max_levels=c["max_levels"],
@@ -57,11 +66,15 @@ def discover(pairs: list[Pair], cfg: dict[str, Any], *, gateway: Gateway, store:
     kept, dropped = filter_pool(nodes, n_min=c["n_min"], min_pairs=c["min_pairs"])
     X = embed_texts([n.text for n in kept], embedder, store, progress=progress) if kept else None
     order = mmr_select(kept, X, c["k"], c["mmr_lambda"]) if kept else []
-    discovered = RubricSet(
-        name=f"{dataset}-discovered", criteria=tuple(_criterion(kept[i], dataset) for i in order), source="discovered",
-        provenance={"dataset": dataset, "pairs": len(pairs), "extractor": extractor.model,
-                    "consolidator": consolidator.model, "embedder": embedder.model,
-                    "settings": {k: v for k, v in c.items() if k != "pref_rank"}})
+    provenance = {"dataset": dataset, "pairs": len(pairs), "extractor": extractor.model,
+                  "consolidator": consolidator.model, "embedder": embedder.model,
+                  "settings": {k: v for k, v in c.items() if k != "pref_rank"}}
+    if len(order) < c["k"]:
+        provenance["shortfall"] = shortfall(c["k"], len(order), discovered_reason(
+            asked=c["k"], got=len(order), extraction=extract_report, pool_final=len(nodes), kept=len(kept),
+            n_min=c["n_min"], min_pairs=c["min_pairs"], extractor=extractor.model))
+    discovered = RubricSet(name=f"{dataset}-discovered", criteria=tuple(_criterion(kept[i], dataset) for i in order),
+                           source="discovered", provenance=provenance)
 
     # preference-rank selection over the high-impact pool (top support), texts unchanged
     pool_nodes = sorted(kept, key=lambda n: (-n.support, n.id))[: c["pref_rank"]["pool"]]
@@ -71,21 +84,29 @@ def discover(pairs: list[Pair], cfg: dict[str, Any], *, gateway: Gateway, store:
                                            templates_dir)) if pool else []
     by_id = {cr.id: cr for cr in pool}
     top = [r for r in pref_rows if r["scored"] > 0][: c["k"]]
+    pref_provenance = {"dataset": dataset, "from": "discovered pool", "pool": len(pool), "pairs": len(pref_pairs),
+                       "judge": judge.model, "mode": c["pref_rank"]["mode"]}
+    if len(top) < c["k"]:
+        pref_provenance["shortfall"] = shortfall(c["k"], len(top), pref_reason(
+            asked=c["k"], got=len(top), pool=len(pool), pool_limit=c["pref_rank"]["pool"], kept=len(kept),
+            unscored=sum(r["scored"] == 0 for r in pref_rows), discovered=discovered.provenance.get("shortfall")))
     pref_repaired = RubricSet(
         name=f"{dataset}-pref_repaired",
         criteria=tuple(Criterion(**{**by_id[r["id"]].to_dict(), "meta": {"preference_fit": r["fit"],
                                                                         "pref_rank": i + 1}})
                        for i, r in enumerate(top)),
-        source="pref_repaired",
-        provenance={"dataset": dataset, "from": "discovered pool", "pool": len(pool), "pairs": len(pref_pairs),
-                    "judge": judge.model, "mode": c["pref_rank"]["mode"]})
+        source="pref_repaired", provenance=pref_provenance)
 
     support_in = len(candidates)
     support_kept = sum(n.support for n in kept)
     support_selected = sum(kept[i].support for i in order)
     report = {
-        "extraction": {k: v for k, v in extract_report.items() if k != "failures"},
+        "extraction": {k: v for k, v in extract_report.items() if k not in ("failures", "rejected_rows")},
         "extraction_failures": extract_report["failures"],
+        "rejected": {"extraction": extract_report["rejected"],
+                     "describe": merge_counts(lv.get("describe_rejected", {}) for lv in levels)},
+        "shortfall": {rs.source: rs.provenance["shortfall"] for rs in (discovered, pref_repaired)
+                      if "shortfall" in rs.provenance},
         "levels": len(levels), "pool_final": len(nodes), "pool_kept": len(kept), "pool_dropped": len(dropped),
         "support": {"in": support_in, "kept": support_kept, "selected": support_selected,
                     "not_selected": support_kept - support_selected,
@@ -94,5 +115,10 @@ def discover(pairs: list[Pair], cfg: dict[str, Any], *, gateway: Gateway, store:
         "pref_rank": {"pool": len(pool), "pairs": len(pref_pairs),
                       "ties": sum(r["ties"] for r in pref_rows), "failed": sum(r["failed"] for r in pref_rows)},
     }
-    assert report["support"]["in"] == support_kept + report["support"]["filtered_out"]
-    return DiscoveryResult(discovered, pref_repaired, candidates, nodes, levels, dropped, pref_rows, report)
+    support_pool = sum(n.support for n in nodes)
+    if not support_in == support_pool == support_kept + report["support"]["filtered_out"]:
+        raise InvariantError(f"discover@{dataset}: support {support_in} extracted, {support_pool} in the final pool, "
+                             f"{support_kept} kept + {report['support']['filtered_out']} filtered out; the three must "
+                             "be equal (every candidate in exactly one criterion)")
+    return DiscoveryResult(discovered, pref_repaired, candidates, nodes, levels, dropped, pref_rows, report,
+                           extract_report["rejected_rows"])

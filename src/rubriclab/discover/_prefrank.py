@@ -11,7 +11,7 @@ from typing import Any
 
 from rubriclab.data import Pair
 from rubriclab.errors import ConfigError
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, load_prompt, score_parser, yes_no_gap
+from rubriclab.llm import CallRequest, Gateway, RoleSpec, distinct_draws, load_prompt, score_parser, yes_no_gap
 from rubriclab.rubrics import Criterion
 
 MODES = ("score", "yes_no")
@@ -41,7 +41,8 @@ def score_requests(criteria: list[Criterion], pairs: list[Pair], role: RoleSpec,
 def preference_fit(criteria: list[Criterion], pairs: list[Pair], gateway: Gateway, role: RoleSpec, mode: str,
                    templates_dir: str | None = None) -> list[dict[str, Any]]:
     """Per criterion: wins (chosen > rejected), ties, losses, failed pairs and fit = wins / scored."""
-    results = gateway.run(score_requests(criteria, pairs, role, mode, templates_dir), desc="pref-rank")
+    # at T > 0 a response scored twice (two pairs sharing it) is two draws, not one cached reply
+    results = gateway.run(distinct_draws(score_requests(criteria, pairs, role, mode, templates_dir)), desc="pref-rank")
     scores: dict[tuple[str, str, str], float | None] = {}
     for res in results:
         value = (res.value if res.ok else None) if mode == "score" else (yes_no_gap(res.extra) if res.ok else None)

@@ -2,7 +2,14 @@
 
 Writes ``outputs/rubrics/<dataset>/``: discovered.json, pref_repaired.json, task_derived.json and
 imported_<name>.json for each file under ``discover.imported_dir``; and the discovery evidence
-(candidates, consolidation levels, preference-fit table, plots) under ``outputs/discover/<dataset>/``.
+(candidates, rejected candidates, consolidation levels, preference-fit table, plots) under
+``outputs/discover/<dataset>/``.
+
+Model-written criteria that fail validation (``rubriclab.discover._validate``) are counted by reason in
+report.json (``rejected``), metrics.json and the MLflow run (``rejected.<step>.<reason>``). A source
+with fewer criteria than asked is still written, with ``provenance["shortfall"]``; the stage repeats
+it in report.json (``shortfall``), as metric ``shortfall.<source>`` (criteria missing; 0 when none)
+and as MLflow tag ``shortfall.<source>`` (the reason).
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +25,7 @@ import pandas as pd
 
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
-from rubriclab.discover import discover, task_derived_rubric
+from rubriclab.discover import DEFAULTS, REASONS, discover, task_derived_rubric
 from rubriclab.errors import ConfigError
 from rubriclab.llm import gateway_from_params, panel, roles_from_params
 from rubriclab.rubrics import load_rubric_file, save_rubric_set
@@ -64,11 +72,21 @@ def _plots(result, out: Path) -> dict[str, Path]:
     ax.invert_yaxis()
     ax.set_xlabel("support (raw candidates merged into the criterion)")
     ax.set_title(f"discover: support of the K={len(crit)} discovered criteria")
+    sf = result.discovered.provenance.get("shortfall")
+    if sf:  # an empty or short plot says why instead of looking like a result
+        ax.text(0.5, 0.5, textwrap.fill(f"{sf['got']} of {sf['asked']} asked: {sf['reason']}", 90), ha="center",
+                va="center", fontsize=7, color="#a00", transform=ax.transAxes)
     fig.tight_layout()
     paths["support"] = out / "support.png"
     fig.savefig(paths["support"], dpi=110)
     plt.close(fig)
     return paths
+
+
+def _missing(rs) -> int:
+    """Criteria short of what was asked (0 when the source is complete)."""
+    sf = rs.provenance.get("shortfall")
+    return int(sf["asked"]) - int(sf["got"]) if sf else 0
 
 
 def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, k: int | None = None) -> dict:
@@ -103,13 +121,17 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
         task_cfg = cfg.get("task_derived") or {}
         task = (task_cfg.get("tasks") or {}).get(dataset)
         task_report: dict[str, Any] = {"ok": False, "error": "no task description in discover.task_derived.tasks"}
+        sources = [result.discovered, result.pref_repaired]
         if task:
-            task_rs, task_report = task_derived_rubric(task, int(task_cfg.get("k", cfg.get("k", 20))), gateway,
-                                                       _role(roles, "extractor"), f"{dataset}-task_derived",
-                                                       templates_dir)
-            if task_rs is not None:
-                written["task_derived"] = save_rubric_set(task_rs, rubrics_out / "task_derived.json")
-                sizes["task_derived"] = task_rs.K
+            task_rs, task_report = task_derived_rubric(
+                task, int(task_cfg.get("k", cfg.get("k", 20))), gateway, _role(roles, "extractor"),
+                f"{dataset}-task_derived", templates_dir,
+                min_words=int(cfg.get("min_candidate_words", DEFAULTS["min_candidate_words"])))
+            written["task_derived"] = save_rubric_set(task_rs, rubrics_out / "task_derived.json")  # K=0 included
+            sizes["task_derived"] = task_rs.K
+            sources.append(task_rs)
+        shortfalls = {rs.source: rs.provenance["shortfall"] for rs in sources if "shortfall" in rs.provenance}
+        rejected = {**result.report["rejected"], **({"task_derived": task_report.get("rejected", {})} if task else {})}
 
         imported_dir = project_dir / cfg.get("imported_dir", "experiments/rubrics")
         for path in sorted(imported_dir.glob("*")) if imported_dir.is_dir() else []:
@@ -121,30 +143,42 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
                 sizes[f"imported_{path.stem}"] = rs.K
 
         pd.DataFrame(result.candidates).to_parquet(evidence / "candidates.parquet", index=False)
+        rejected_table = pd.DataFrame(result.rejected, columns=["pair_id", "name", "description", "reason"])
+        rejected_table.to_csv(evidence / "rejected_candidates.csv", index=False)
         pd.DataFrame(result.pref_rows).to_csv(evidence / "pref_fit.csv", index=False)
         nodes = [{"id": n.id, "name": n.name, "description": n.description, "support": n.support,
                   "pairs": len(n.pairs), "level": n.level, "merged_from": n.merged_from} for n in result.nodes]
-        report = {**result.report, "task_derived": task_report, "dataset": dataset,
-                  "rubric_sources": sorted(written), "levels_detail": result.levels, "dropped": result.dropped}
+        report = {**result.report, "task_derived": task_report, "dataset": dataset, "rejected": rejected,
+                  "shortfall": shortfalls, "rubric_sources": sorted(written), "levels_detail": result.levels,
+                  "dropped": result.dropped}
         (evidence / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str))
         (evidence / "nodes.json").write_text(json.dumps(nodes, indent=2))
         plots = _plots(result, evidence)
 
         metrics = {"pairs": result.report["extraction"]["pairs"],
                    "pairs_failed": result.report["extraction"]["pairs_failed"],
+                   "extraction_reasks": result.report["extraction"]["reasks"],
                    "candidates": len(result.candidates), "levels": len(result.levels),
                    "pool_final": result.report["pool_final"], "pool_kept": result.report["pool_kept"],
                    "k_discovered": result.discovered.K, "k_pref_repaired": result.pref_repaired.K,
                    **{f"support.{k}": v for k, v in result.report["support"].items()},
                    **{f"pref_rank.{k}": v for k, v in result.report["pref_rank"].items()},
-                   **{f"level{lv['level']}.{k}": v for lv in result.levels for k, v in lv.items() if k != "level"},
-                   **{f"K.{name}": k for name, k in sizes.items()}}
+                   **{f"level{lv['level']}.{k}": v for lv in result.levels for k, v in lv.items()
+                      if k != "level" and not isinstance(v, dict)},
+                   **{f"K.{name}": k for name, k in sizes.items()},
+                   **{f"rejected.{step}.{reason}": counts.get(reason, 0) for step, counts in rejected.items()
+                      for reason in dict.fromkeys([*REASONS, *counts])},
+                   **{f"shortfall.{rs.source}": _missing(rs) for rs in sources}}
         run.log_metrics(metrics)
+        if shortfalls:
+            run.set_tags({f"shortfall.{name}": sf["reason"] for name, sf in shortfalls.items()})
         for path in written.values():
             run.log_artifact(path, "rubrics")
         run.log_table(pd.DataFrame(result.candidates), "candidates.json")
         run.log_table(pd.DataFrame(result.pref_rows), "pref_fit.json")
-        run.log_table(pd.DataFrame(result.levels), "levels.json")
+        run.log_table(rejected_table, "rejected_candidates.json")
+        run.log_table(pd.DataFrame([{k: v for k, v in lv.items() if not isinstance(v, dict)} for lv in result.levels]),
+                      "levels.json")
         for path in plots.values():
             run.log_artifact(path, "plots")
     write_metrics_json(project_dir / "metrics/discover" / f"{dataset}.json", metrics)
