@@ -2,8 +2,8 @@
 VENV ?= .venv
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export HF_HUB_OFFLINE := 1
-# dvc.yaml runs `python -m rubriclab.stages...`: the venv's python
-export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+# dvc.yaml's stages run through scripts/stage, which takes this interpreter (else ./.venv, else python3)
+export RUBRICLAB_PYTHON := $(abspath $(VENV))/bin/python
 
 .PHONY: install repro test lint bench
 

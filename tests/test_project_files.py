@@ -1,25 +1,34 @@
 """The project's own pipeline files stay consistent: dvc.yaml resolves against params.yaml, every stage
-command is an importable module, and the default roles parse."""
+command runs an importable module through scripts/stage (whatever the caller's PATH), the default roles
+parse, and the declared dependency floors cover the APIs the code uses."""
 
 from __future__ import annotations
 
+import ast
 import importlib
+import os
+import shlex
+import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
+from packaging.version import Version
 
 from rubriclab.config import load_params
 from rubriclab.llm import panel, roles_from_params
 
 ROOT = Path(__file__).resolve().parents[1]
+LAUNCHER = "scripts/stage"
 
 
 def test_dvc_pipeline_resolves_and_lists_every_stage():
-    if not (ROOT / ".dvc").is_dir():
-        pytest.skip("not a DVC checkout")
+    # .dvc/ is committed: without it `dvc repro` cannot run, so its absence is a failure, not a skip.
+    assert (ROOT / ".dvc" / "config").is_file(), f"{ROOT / '.dvc'} is missing: restore it from git"
     out = subprocess.run([sys.executable, "-m", "dvc", "stage", "list"], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
@@ -35,7 +44,11 @@ def test_stage_commands_are_modules_and_params_sections_exist():
     params = load_params(ROOT / "params.yaml")
     for name, stage in dvc["stages"].items():
         body = stage.get("do", stage)
-        module = body["cmd"].split("-m", 1)[1].split()[0]
+        argv = shlex.split(body["cmd"])
+        # A bare `python -m ...` would run whichever python the caller's PATH finds first.
+        assert argv[0] == LAUNCHER and len(argv) >= 2, f"{name}: cmd should be `{LAUNCHER} <stage> ...`"
+        assert LAUNCHER in body.get("deps", []), f"{name}: {LAUNCHER} runs the stage, so it must be a dep"
+        module = f"rubriclab.stages.{argv[1]}"
         assert hasattr(importlib.import_module(module), "main"), name
         for section in body.get("params", []):
             top = section.split(".")[0]
@@ -46,3 +59,113 @@ def test_stage_commands_are_modules_and_params_sections_exist():
     for ds in params["discover"]["datasets"]:
         assert ds in params["data"]["premise"]["sources"]
         assert ds in params["audit"]["out_of_domain"]
+
+
+# -- scripts/stage: the interpreter it picks ---------------------------------------------------------
+
+# Stands in for an interpreter: prints its label and each argument in brackets.
+ECHO_PY = '#!/bin/sh\nprintf %s "{label}"\nfor a in "$@"; do printf " [%s]" "$a"; done\necho\n'
+
+
+def _fake_python(path: Path, label: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(ECHO_PY.format(label=label))
+    path.chmod(0o755)
+    return path
+
+
+def _launch(project: Path, env: dict[str, str], *args: str) -> str:
+    # cwd "/": the launcher finds the project from its own path, not from where it is called.
+    out = subprocess.run([str(project / LAUNCHER), *args], cwd="/", env={"LANG": "C.UTF-8", **env},
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+@pytest.fixture
+def launcher_project(tmp_path):
+    project = tmp_path / "project"
+    (project / "scripts").mkdir(parents=True)
+    shutil.copy2(ROOT / LAUNCHER, project / LAUNCHER)
+    return project
+
+
+def test_launcher_is_executable():
+    assert os.access(ROOT / LAUNCHER, os.X_OK), f"{LAUNCHER} lost its executable bit (git update-index --chmod=+x)"
+
+
+def test_launcher_prefers_rubriclab_python_then_project_venv_then_python3(launcher_project, tmp_path):
+    project = launcher_project
+    bin_dir = tmp_path / "bin"
+    _fake_python(bin_dir / "python3", "path-python3")
+    path = f"{bin_dir}:/usr/bin:/bin"
+    assert _launch(project, {"PATH": path}, "data") == "path-python3 [-m] [rubriclab.stages.data]"
+    _fake_python(project / ".venv/bin/python", "venv")
+    # Arguments pass through untouched (one with a space stays one), the module is named by the first.
+    assert _launch(project, {"PATH": path}, "audit", "--dataset", "a b") == \
+        "venv [-m] [rubriclab.stages.audit] [--dataset] [a b]"
+    explicit = _fake_python(tmp_path / "elsewhere/python", "explicit")
+    assert _launch(project, {"PATH": path, "RUBRICLAB_PYTHON": str(explicit)}, "discover") == \
+        "explicit [-m] [rubriclab.stages.discover]"
+
+
+def test_launcher_without_a_stage_name_is_a_usage_error(launcher_project):
+    out = subprocess.run([str(launcher_project / LAUNCHER)], env={"PATH": "/usr/bin:/bin"}, capture_output=True,
+                         text=True, timeout=30)
+    assert out.returncode == 2 and "usage" in out.stderr
+
+
+# -- declared dependency floors cover what the code calls ----------------------------------------------
+
+# keyword -> first scipy release whose scipy.stats functions accept it (SPEC 7 `rng`: SciPy 1.15.0).
+SCIPY_STATS_KEYWORD_SINCE = {"rng": "1.15"}
+
+
+def scipy_stats_keywords(source: str) -> set[str]:
+    """Keywords from SCIPY_STATS_KEYWORD_SINCE passed to scipy.stats functions in ``source``, however the
+    module or function was imported (``from scipy import stats``, ``import scipy.stats as sps``, ...)."""
+    tree = ast.parse(source)
+    alias: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                alias[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for a in node.names:
+                alias[a.asname or a.name] = f"{node.module}.{a.name}"
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        parts, func = [], node.func
+        while isinstance(func, ast.Attribute):
+            parts.append(func.attr)
+            func = func.value
+        if not isinstance(func, ast.Name) or func.id not in alias:
+            continue
+        dotted = ".".join([alias[func.id], *reversed(parts)])
+        if dotted.startswith("scipy.stats."):
+            found |= {k.arg for k in node.keywords if k.arg in SCIPY_STATS_KEYWORD_SINCE}
+    return found
+
+
+def test_keyword_finder_sees_every_import_style():
+    assert scipy_stats_keywords("from scipy import stats\nstats.bootstrap((x,), f, rng=g)") == {"rng"}
+    assert scipy_stats_keywords("import scipy.stats as sps\nsps.permutation_test(d, f, rng=1)") == {"rng"}
+    assert scipy_stats_keywords("import scipy\nscipy.stats.bootstrap((x,), f, rng=1)") == {"rng"}
+    assert scipy_stats_keywords("from scipy.stats import bootstrap as b\nb((x,), f, rng=1)") == {"rng"}
+    assert scipy_stats_keywords("import numpy as np\nnp.random.default_rng(1).choice(3, rng=1)") == set()
+    assert scipy_stats_keywords("from scipy import stats\nstats.bootstrap((x,), f, random_state=1)") == set()
+
+
+def test_declared_scipy_floor_covers_the_keywords_the_code_passes():
+    used = set()
+    for path in sorted((ROOT / "src").rglob("*.py")):
+        used |= scipy_stats_keywords(path.read_text(encoding="utf-8"))
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    (scipy,) = [r for r in map(Requirement, deps) if r.name == "scipy"]
+    floors = [Version(s.version) for s in scipy.specifier if s.operator in (">=", "==", "~=")]
+    assert floors, f"pyproject.toml: {scipy} has no lower bound"
+    for keyword in sorted(used):
+        since = Version(SCIPY_STATS_KEYWORD_SINCE[keyword])
+        assert max(floors) >= since, f"src passes {keyword}= to scipy.stats (scipy >= {since}), but pyproject allows {scipy}"

@@ -142,22 +142,112 @@ def test_paired_bootstrap_no_difference_gives_large_p():
     assert r["p_value"] > 0.2 and r["low"] < 0 < r["high"]
 
 
-def test_paired_bootstrap_p_value_estimator_plus_one_correction():
-    # Identical sets: every replicate is exactly 0 -> both tails count all B -> p capped at 1.
+def _paired_01(n10: int, n01: int, n11: int, n00: int) -> tuple[np.ndarray, np.ndarray]:
+    """0/1 correctness of two rubric sets on the same items from a McNemar table: n10 items only a gets
+    right, n01 only b, n11 both, n00 neither."""
+    a = np.r_[np.ones(n10), np.zeros(n01), np.ones(n11), np.zeros(n00)]
+    b = np.r_[np.zeros(n10), np.ones(n01), np.ones(n11), np.zeros(n00)]
+    return a, b
+
+
+def _null_datasets(rng, n_sim, n_items=60):
+    """Paired 0/1 data with shared item difficulty and NO difference between a and b."""
+    for _ in range(n_sim):
+        ease = rng.uniform(0.3, 0.9, size=n_items)
+        yield (rng.uniform(size=n_items) < ease).astype(float), (rng.uniform(size=n_items) < ease).astype(float)
+
+
+def test_paired_p_value_is_calibrated_under_no_difference():
+    # A valid test rejects a true H0 at most at its level: P(p <= α) <= α. 300 seeded null datasets;
+    # the allowance is 3 binomial SEs of the rejection rate (at α = 0.05: 0.05 + 0.038). A one-sided
+    # p-value (the factor 2 dropped) rejects about twice as often: ~0.10 at 0.05, ~0.4 at 0.2.
+    rng = np.random.default_rng(20)
+    n_sim = 300
+    p = np.array([paired_bootstrap(a, b, n_resamples=200, seed=s)["p_value"]
+                  for s, (a, b) in enumerate(_null_datasets(rng, n_sim))])
+    for alpha in (0.05, 0.10, 0.20, 0.50):
+        rate = np.mean(p <= alpha)
+        assert rate <= alpha + 3 * np.sqrt(alpha * (1 - alpha) / n_sim), (alpha, rate)
+    # ...and not vacuously: p is spread over (0, 1], not stuck at 1 (ties at 0 make it a bit conservative).
+    assert np.mean(p <= 0.5) >= 0.3 and np.mean(p == 1.0) < 0.2
+
+
+def test_paired_test_has_power_against_a_large_planted_difference():
+    # a right on 80% of 80 items, b on 50%, independently: the exact McNemar test rejects at 0.05 in
+    # well over 95% of such datasets (expected discordant split 32 vs 8 items), so should the bootstrap.
+    rng = np.random.default_rng(21)
+    rejected = 0
+    for s in range(40):
+        a = (rng.uniform(size=80) < 0.8).astype(float)
+        b = (rng.uniform(size=80) < 0.5).astype(float)
+        rejected += paired_bootstrap(a, b, n_resamples=200, seed=s)["p_value"] < 0.05
+    assert rejected >= 36
+
+
+@pytest.mark.parametrize("table", [(30, 15, 100, 55), (40, 25, 80, 55), (20, 8, 50, 22)])
+def test_paired_p_value_agrees_with_mcnemar_on_a_paired_01_table(table):
+    # For paired 0/1 data the difference in accuracy is (n10 - n01)/n and the large-sample test of it is
+    # McNemar's χ² = (n10 - n01)² / (n10 + n01) on 1 df (no continuity correction). The bootstrap
+    # p-value estimates the same normal-approximation tail: within 20% of McNemar's (B = 20000 gives a
+    # Monte Carlo SE of ~6% of p at p ~ 0.025; the rest is the lattice of 0/1 data and the bootstrap's
+    # unrestricted variance). Halving (one-sided) or doubling it is far outside.
+    n10, n01 = table[:2]
+    a, b = _paired_01(*table)
+    r = paired_bootstrap(a, b, n_resamples=20000, seed=1)
+    mcnemar = sps.chi2.sf((n10 - n01) ** 2 / (n10 + n01), df=1)
+    assert r["diff"] == pytest.approx((n10 - n01) / len(a))
+    assert r["p_value"] == pytest.approx(mcnemar, rel=0.2)
+    # The exact (binomial) McNemar test is conservative; it bounds the bootstrap p from above here.
+    assert r["p_value"] < sps.binomtest(n10, n10 + n01, 0.5).pvalue
+
+
+def test_paired_p_value_is_symmetric_in_a_and_b():
+    # Swapping the rubric sets negates every replicate: a two-sided p-value cannot change, the CI mirrors.
+    rng = np.random.default_rng(22)
+    ease = np.repeat(rng.uniform(0.3, 0.9, size=70), 2)
+    a = (rng.uniform(size=140) < ease).astype(float)
+    b = (rng.uniform(size=140) < ease - 0.1).astype(float)
+    ids = np.repeat(np.arange(70), 2)
+    ab = paired_bootstrap(a, b, ids, n_resamples=1000, seed=3)
+    ba = paired_bootstrap(b, a, ids, n_resamples=1000, seed=3)
+    assert 0 < ab["p_value"] < 1
+    assert ba["p_value"] == pytest.approx(ab["p_value"])
+    assert ba["diff"] == pytest.approx(-ab["diff"])
+    assert (ba["low"], ba["high"]) == pytest.approx((-ab["high"], -ab["low"]))
+
+
+def test_ci_excludes_zero_iff_p_below_one_minus_confidence():
+    # Documented duality: p is the smallest two-sided level at which the percentile CI excludes 0, so
+    # at confidence 0.95 "CI excludes 0" and "p < 0.05" agree, up to the +1 correction and quantile
+    # interpolation: datasets with p within 4/(B+1) of 0.05 are not judged. A one-sided p-value
+    # (p < 0.05 while the 95% CI still covers 0) breaks it on the datasets with p in [0.025, 0.05).
+    rng = np.random.default_rng(23)
+    n_boot = 400
+    judged = excluded = 0
+    for s in range(200):
+        ease = rng.uniform(0.3, 0.9, size=50)
+        a = (rng.uniform(size=50) < ease).astype(float)
+        b = (rng.uniform(size=50) < ease - rng.uniform(0, 0.3)).astype(float)
+        r = paired_bootstrap(a, b, n_resamples=n_boot, seed=s, confidence=0.95)
+        if abs(r["p_value"] - 0.05) <= 4 / (n_boot + 1):
+            continue
+        excludes = r["low"] > 0 or r["high"] < 0
+        assert excludes == (r["p_value"] < 0.05), (s, r["p_value"], r["low"], r["high"])
+        judged += 1
+        excluded += excludes
+    assert judged >= 150 and 30 <= excluded <= judged - 30  # both outcomes well represented
+
+
+def test_paired_p_value_is_one_without_discordant_items_and_never_zero():
+    # No item where a and b differ: no evidence at all (McNemar's exact p is 1), whatever the data.
     x = np.random.default_rng(5).integers(0, 2, 50).astype(float)
     assert paired_bootstrap(x, x, n_resamples=999)["p_value"] == 1.0
-    # a always right, b always wrong: all replicates are 1 -> p = 2 (1 + 0) / (B + 1).
-    r = paired_bootstrap(np.ones(50), np.zeros(50), n_resamples=999)
-    assert r["p_value"] == pytest.approx(2 / 1000) and r["degenerate"]
-    # Against a direct computation on scipy's own bootstrap distribution.
-    rng = np.random.default_rng(6)
-    a, b = rng.normal(0.1, 1, 80), rng.normal(0, 1, 80)
-    r = paired_bootstrap(a, b, n_resamples=2000, seed=11)
-    dist = sps.bootstrap((a, b, np.ones(80)), lambda x, y, n, axis=-1: (x.sum(axis) - y.sum(axis)) / n.sum(axis),
-                         paired=True, vectorized=True, n_resamples=2000, method="percentile",
-                         rng=np.random.default_rng(11)).bootstrap_distribution
-    expected = min(1, 2 * min((1 + (dist <= 0).sum()) / 2001, (1 + (dist >= 0).sum()) / 2001))
-    assert r["p_value"] == pytest.approx(expected)
+    # a right and b wrong on all 50 items: the evidence is overwhelming (exact McNemar p = 2^-49), yet
+    # B resamples cannot certify a p below ~1/(B+1); a Monte Carlo p-value of 0 is invalid
+    # (Phipson & Smyth 2010, "Permutation p-values should never be zero").
+    n_boot = 999
+    r = paired_bootstrap(np.ones(50), np.zeros(50), n_resamples=n_boot)
+    assert 1 / (n_boot + 1) <= r["p_value"] <= 0.01 and r["degenerate"]
 
 
 def test_paired_bootstrap_single_item_and_errors():
