@@ -24,7 +24,9 @@ def verdict_responder(body: dict) -> str:
     return f"Comparing both answers... [[{'AB'[digit]}]]"
 
 
-def _requests(url: str, n: int, concurrency: int = 64, timeout: float = 1.0) -> list[CallRequest]:
+def _requests(url: str, n: int, concurrency: int = 64, timeout: float = 3.0) -> list[CallRequest]:
+    # timeout well above a loaded 2-core machine's worst normal latency (a 1 s timeout timed out healthy
+    # requests when the suite ran in full, adding retries no fault caused); "hang" faults outlast it
     role = RoleSpec(name="judge", model="openai/fake-judge", api_base=url, concurrency=concurrency, timeout=timeout,
                     max_retries=4, parse_retries=4)
     return [CallRequest(role=role, messages=[{"role": "user", "content": f"pair {i}: which is better?"}],
@@ -45,7 +47,7 @@ def test_thousand_calls_with_30pct_faults_complete_exactly_once(tmp_path, fake_k
             _requests(clean.url, n))
     assert all(r.ok for r in expected)
 
-    plan = FaultPlan(rate=0.3, seed=7, retry_after=0.05, hang_seconds=3.0)
+    plan = FaultPlan(rate=0.3, seed=7, retry_after=0.05, hang_seconds=6.0)
     store = open_store(tmp_path / "faulty.sqlite")
     with FakeOpenAIServer(latency=0.01, responder=verdict_responder, faults=plan) as server:
         results = Gateway(store, stage="faulty", progress=False).run(_requests(server.url, n))

@@ -202,7 +202,12 @@ def to_markdown(table: pd.DataFrame) -> str:
     """A GitHub-flavoured markdown table (no extra dependency)."""
 
     def cell(v: Any) -> str:
-        text = "—" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            text = "—"
+        elif isinstance(v, float):
+            text = f"{v:.0f}" if v.is_integer() and abs(v) < 1e12 else f"{v:.3f}"  # counts read as counts
+        else:
+            text = str(v)
         return text.replace("|", "\\|").replace("\n", " ")  # a literal pipe (e.g. "mean |ρ|") must not split
 
     cols = list(table.columns)

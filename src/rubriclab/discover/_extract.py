@@ -12,20 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, create_model
+from pydantic import BaseModel, Field, create_model
 
 from rubriclab.data import Pair, present
 from rubriclab.discover._validate import (
     Echo,
     check_reply,
     count_reasons,
+    criteria_items,
     echo_of,
     norm,
     rejection_problem,
     repeated_texts,
 )
 from rubriclab.errors import ParseFailure
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, extract_json, load_prompt
+from rubriclab.llm import CallRequest, Gateway, RoleSpec, load_prompt
 
 
 class ExtractedCriterion(BaseModel):
@@ -54,19 +55,7 @@ class CheckedReply:
 def check_extraction(text: str, echo: Echo, *, max_n: int, min_words: int) -> tuple[CheckedReply, list, list]:
     """Validate one reply. Returns (checked, items, reasons); raises ParseFailure only when the reply
     is not a JSON object with a ``criteria`` list of at most ``max_n`` items."""
-    data = extract_json(text)
-    raw = data.get("criteria") if isinstance(data, dict) else None
-    if not isinstance(raw, list):
-        raise ParseFailure("reply is not a JSON object with a 'criteria' list")
-    if len(raw) > max_n:
-        raise ParseFailure(f"reply has {len(raw)} criteria; expected at most {max_n}")
-    parsed: list[ExtractedCriterion | None] = []
-    for item in raw:
-        try:
-            parsed.append(ExtractedCriterion.model_validate(item))
-        except ValidationError:
-            parsed.append(None)
-    items = [(c.name, c.description) if c else None for c in parsed]
+    raw, parsed, items = criteria_items(text, ExtractedCriterion, max_n)
     reasons = check_reply(items, echo, min_words)
     kept = [c for c, r in zip(parsed, reasons) if r is None and c is not None]
     rejected = [(item if isinstance(item, dict) else {"item": item}, r)

@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError, create_model
+from pydantic import BaseModel, Field, create_model
 
 from rubriclab.discover._shortfall import model_clause, shortfall
-from rubriclab.discover._validate import Echo, check_reply, count_reasons, echo_of, format_counts, rejection_problem
+from rubriclab.discover._validate import (
+    Echo,
+    check_reply,
+    count_reasons,
+    criteria_items,
+    echo_of,
+    format_counts,
+    rejection_problem,
+)
 from rubriclab.errors import ParseFailure
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, extract_json, load_prompt
+from rubriclab.llm import CallRequest, Gateway, RoleSpec, load_prompt
 from rubriclab.rubrics import Criterion, RubricSet, slugify, unique_id
 
 
@@ -33,19 +41,7 @@ def _reply_schema(k: int) -> dict[str, Any]:
 def check_proposal(text: str, echo: Echo, k: int, min_words: int) -> tuple[list, list, list]:
     """(parsed items or None, (name, description) items, reasons) of one reply; ParseFailure when it is
     not an object with a ``criteria`` list of at most ``k`` items."""
-    data = extract_json(text)
-    raw = data.get("criteria") if isinstance(data, dict) else None
-    if not isinstance(raw, list):
-        raise ParseFailure("reply is not a JSON object with a 'criteria' list")
-    if len(raw) > k:
-        raise ParseFailure(f"reply has {len(raw)} criteria; expected at most {k}")
-    parsed: list[ProposedCriterion | None] = []
-    for item in raw:
-        try:
-            parsed.append(ProposedCriterion.model_validate(item))
-        except ValidationError:
-            parsed.append(None)
-    items = [(c.name, c.description) if c else None for c in parsed]
+    _, parsed, items = criteria_items(text, ProposedCriterion, k)
     return parsed, items, check_reply(items, echo, min_words)
 
 

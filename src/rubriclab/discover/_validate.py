@@ -31,7 +31,10 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from rubriclab.llm import PromptTemplate
+from pydantic import ValidationError
+
+from rubriclab.errors import ParseFailure
+from rubriclab.llm import PromptTemplate, extract_json
 
 REASONS = ("malformed", "example_copy", "field_name", "instruction_copy", "single_token", "too_few_words",
            "duplicate_in_reply", "identical_across_pairs")
@@ -132,6 +135,25 @@ def check_criterion(name: str, description: str, echo: Echo, min_words: int) -> 
     if len(description.split()) < min_words:
         return "too_few_words"
     return None
+
+
+def criteria_items(text: str, model: type, max_n: int) -> tuple[list, list, list]:
+    """(raw items, parsed items or None, (name, description) or None) of a reply that must be a JSON object
+    with a ``criteria`` list of at most ``max_n`` items of pydantic ``model``; ParseFailure otherwise.
+    An item that does not fit ``model`` is None (``malformed``), not a reason to drop the whole reply."""
+    data = extract_json(text)
+    raw = data.get("criteria") if isinstance(data, dict) else None
+    if not isinstance(raw, list):
+        raise ParseFailure("reply is not a JSON object with a 'criteria' list")
+    if len(raw) > max_n:
+        raise ParseFailure(f"reply has {len(raw)} criteria; expected at most {max_n}")
+    parsed = []
+    for item in raw:
+        try:
+            parsed.append(model.model_validate(item))
+        except ValidationError:
+            parsed.append(None)
+    return raw, parsed, [(c.name, c.description) if c else None for c in parsed]
 
 
 def check_reply(items: Sequence[tuple[str, str] | None], echo: Echo, min_words: int) -> list[str | None]:

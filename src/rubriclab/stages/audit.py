@@ -86,8 +86,8 @@ def _context(params: dict[str, Any], project: Path, stage: str) -> tuple[AuditCo
                        confidence=float(cfg.get("confidence", 0.95)), tie_credit=float(cfg.get("tie_credit", 0.5)),
                        alpha_orientation=str(cfg.get("alpha_orientation", "as_presented")))
     models = sorted({m.model for r in roles.values() for m in panel(r)})
-    ctx.extra["embedded_roles"] = sorted(m.name for r in roles.values() for m in panel(r)
-                                         if m.model.startswith("local/") and m.name != "embedder")
+    used = [*ctx.judges, ctx.paraphraser, ctx.attacker, ctx.verifier]  # the roles an audit calls
+    ctx.extra["embedded_roles"] = sorted(m.name for m in used if m is not None and m.model.startswith("local/"))
     return ctx, models
 
 
@@ -216,10 +216,16 @@ def card_markdown(dataset: str, models: list[str], embedded: bool, axes: tuple[s
            "Parse failures (a reply that stated no usable answer after the re-asks), transport failures (no reply "
            "after the retries) per source, axis and role — they add up to `rubriclab calls` for this stage — and the "
            "items each metric left out, by reason.", ""]
-    if not tally.empty:
-        md += [to_markdown(tally.fillna("")), ""]
+    calls = tally[tally["role"].notna()] if "role" in tally else tally.iloc[0:0]
+    dropped = tally[tally["dropped"].notna()] if "dropped" in tally else tally.iloc[0:0]
+    if not calls.empty:
+        md += [to_markdown(calls[["source", "axis", "role", "items", "parse_failures", "transport_failures"]]
+                           .astype({"items": int, "parse_failures": int, "transport_failures": int})), ""]
+    if not dropped.empty:
+        md += ["Dropped items:", "", to_markdown(dropped[["source", "axis", "dropped", "items"]]
+                                                 .rename(columns={"dropped": "reason"})), ""]
     else:
-        md += ["No model call failed and no item was dropped.", ""]
+        md += ["No item was dropped from any metric.", ""]
     return "\n".join(md) + "\n"
 
 
