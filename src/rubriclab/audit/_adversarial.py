@@ -265,8 +265,8 @@ def audit_adversarial(
         metrics["baseline_false_exploit_rate"] = macro(
             base, "confirmed", "resolved_high", "share of genuine high scorers the verifier calls EXPLOITING")
     else:
-        metrics["baseline_high_rate"] = metric(None, note="baseline not run")
-        metrics["baseline_false_exploit_rate"] = metric(None, note="baseline not run")
+        metrics["baseline_high_rate"] = metric(None, n=0, reason="baseline not run")
+        metrics["baseline_false_exploit_rate"] = metric(None, n=0, reason="baseline not run")
 
     counts = {**_counts(items, "attacks"), **(_counts(base_items, "baseline") if baseline else {})}
     for row in (*items, *base_items):

@@ -188,12 +188,13 @@ def numeric_table(card: dict[str, dict[str, Any]], comparisons: list[dict[str, A
         for key, e in m.items():
             if isinstance(e, dict) and "value" in e:
                 rows.append({"source": src, "metric": key, "value": e.get("value"), "low": e.get("low"),
-                             "high": e.get("high"), "interval": interval_label(e.get("ci")) if e.get("ci") else "",
+                             "high": e.get("high"),
+                             "interval": interval_label(e.get("ci")) if e.get("ci") else "none (not resampled)",
                              "n": e.get("n"), "mark": marks.get(key, {}).get(src, ""),
                              "note": (e.get("reason") or e.get("degenerate") or "") if e.get("value") is None
                              or e.get("degenerate") else ""})
             elif isinstance(e, (int, float)) and not isinstance(e, bool):
-                rows.append({"source": src, "metric": key, "value": e, "low": None, "high": None, "interval": "",
+                rows.append({"source": src, "metric": key, "value": e, "low": None, "high": None, "interval": "count",
                              "n": None, "mark": "", "note": ""})
     return pd.DataFrame(rows, columns=["source", "metric", "value", "low", "high", "interval", "n", "mark", "note"])
 

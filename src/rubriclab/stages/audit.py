@@ -211,7 +211,18 @@ def card_markdown(dataset: str, models: list[str], embedded: bool, axes: tuple[s
                to_markdown(comparisons[keep].round(3)), ""]
     md += ["## Per source (every metric, its interval and n)", ""]
     for src, sub in numeric.groupby("source", sort=False):
-        md += [f"### {src}", "", to_markdown(sub.drop(columns=["source"]).round(3)), ""]
+        md += [f"### {src}", ""]
+        if src in result["not_audited"]:
+            md += [result["not_audited"][src] + ".", ""]
+            continue
+        metrics = sub[sub["interval"] != "count"].drop(columns=["source"])
+        if not (metrics["mark"] != "").any():
+            metrics = metrics.drop(columns=["mark"])
+        counts = sub[sub["interval"] == "count"]
+        if not metrics.empty:
+            md += [to_markdown(metrics.fillna({"note": ""})), ""]
+        if not counts.empty:
+            md += ["Counts: " + ", ".join(f"{m} {int(v)}" for m, v in zip(counts["metric"], counts["value"])), ""]
     md += ["## Failures and dropped items", "",
            "Parse failures (a reply that stated no usable answer after the re-asks), transport failures (no reply "
            "after the retries) per source, axis and role — they add up to `rubriclab calls` for this stage — and the "
