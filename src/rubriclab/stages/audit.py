@@ -225,8 +225,9 @@ def card_markdown(dataset: str, models: list[str], embedded: bool, axes: tuple[s
             md += ["Counts: " + ", ".join(f"{m} {int(v)}" for m, v in zip(counts["metric"], counts["value"])), ""]
     md += ["## Failures and dropped items", "",
            "Parse failures (a reply that stated no usable answer after the re-asks), transport failures (no reply "
-           "after the retries) per source, axis and role — they add up to `rubriclab calls` for this stage — and the "
-           "items each metric left out, by reason.", ""]
+           "after the retries) per source, axis and role — on a fresh call store they add up to `rubriclab calls "
+           f"--stage audit@{dataset}` (the ledger accumulates over re-runs) — and the items each metric left out, by "
+           "reason.", ""]
     calls = tally[tally["role"].notna()] if "role" in tally else tally.iloc[0:0]
     dropped = tally[tally["dropped"].notna()] if "dropped" in tally else tally.iloc[0:0]
     if not calls.empty:
