@@ -202,7 +202,7 @@ def audit_accuracy(
         metrics[source].update({_metric_name(name, template): value for name, value in m.items()})
         counts[source][template] = c
 
-    comparisons = _comparisons(cells, per_cell, slots, ctx, n_boot_paired, both_orders, credit)
+    comparisons = _comparisons(cells, per_cell, slots, ctx, n_boot_paired, credit)
     return {"metrics": dict(metrics), "comparisons": comparisons, "items": items, "counts": dict(counts)}
 
 
@@ -441,7 +441,7 @@ def _item_row(slot: dict[str, Any], votes: list, verdict: Any, results: list[Cal
 
 
 def _comparisons(cells: list[tuple[str, str]], per_cell: dict, slots: dict, ctx: AuditContext,
-                 n_boot_paired: int, both_orders: bool, tie_credit: float) -> list[dict[str, Any]]:
+                 n_boot_paired: int, tie_credit: float) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for template in dict.fromkeys(t for _, t in cells):
         sources = [s for s, t in cells if t == template]

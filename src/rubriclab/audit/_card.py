@@ -16,40 +16,25 @@ import pandas as pd
 
 from rubriclab.audit._context import interval_label
 
-# column key -> (label, which value is best: "max" | "min" | "half" (closest to 0.5) | None)
-COLUMNS: dict[str, tuple[str, str | None]] = {
-    "struct": ("Struct (/5)", "max"),
-    "alpha": ("α", "max"),
-    "flip_rate": ("Flip", "min"),
-    "paraphrase_rho": ("Para ρ", "max"),
-    "app_in": ("App_in", "max"),
-    "app_out": ("App_out", None),
-    "delta_app": ("ΔApp", "max"),
-    "t_per_p": ("T/p", None),
-    "effdim": ("EffDim", "max"),
-    "effdim_ratio": ("EffDim/K", "max"),
-    "mean_abs_rho": ("mean |ρ|", "min"),
-    "bt_cv_accuracy": ("BT-CV acc", "max"),
-    "bt_weight_entropy": ("BT H", "max"),
-    "acc_direct": ("Acc direct", "max"),
-    "decided_rate_direct": ("Decided direct", None),
-    "acc_per_rubric": ("Acc per-rubric", "max"),
-    "decided_rate_per_rubric": ("Decided per-rubric", None),
-    "first_position_rate_direct": ("1st-pos rate", "half"),
-    "swap_flip_rate_direct": ("Swap-flip", "min"),
-    "fool_rate": ("Fool", "min"),
-    "confirmation_rate": ("Confirm", None),
-    "vfr": ("VFR", "min"),
+# column key -> label, in table order
+COLUMNS: dict[str, str] = {
+    "struct": "Struct (/5)", "alpha": "α", "flip_rate": "Flip", "paraphrase_rho": "Para ρ", "app_in": "App_in",
+    "app_out": "App_out", "delta_app": "ΔApp", "t_per_p": "T/p", "effdim": "EffDim", "effdim_ratio": "EffDim/K",
+    "mean_abs_rho": "mean |ρ|", "bt_cv_accuracy": "BT-CV acc", "bt_weight_entropy": "BT H",
+    "acc_direct": "Acc direct", "decided_rate_direct": "Decided direct", "acc_per_rubric": "Acc per-rubric",
+    "decided_rate_per_rubric": "Decided per-rubric", "first_position_rate_direct": "1st-pos rate",
+    "swap_flip_rate_direct": "Swap-flip", "fool_rate": "Fool", "confirmation_rate": "Confirm", "vfr": "VFR",
 }
-# columns with a paired comparison between sources: column -> (comparison metric, template)
-COMPARED: dict[str, tuple[str, str | None]] = {
-    "acc_direct": ("accuracy", "direct"), "acc_per_rubric": ("accuracy", "per_rubric"),
-    "flip_rate": ("flip_rate", None), "vfr": ("vfr", None),
+# columns with a paired comparison between sources: column -> (comparison metric, template, +1 when higher
+# is better / -1 when lower is); only these can carry a mark
+COMPARED: dict[str, tuple[str, str | None, int]] = {
+    "acc_direct": ("accuracy", "direct", 1), "acc_per_rubric": ("accuracy", "per_rubric", 1),
+    "flip_rate": ("flip_rate", None, -1), "vfr": ("vfr", None, -1),
 }
 BEST, TIED = "★", "≈"
 LEGEND = (f"{BEST} = best, and different from every other source in the paired comparison (BH-adjusted); "
           f"{TIED} = tied for best: the paired comparison found no difference from the best. Marks only in "
-          "columns with a paired comparison (" + ", ".join(COLUMNS[c][0] for c in COMPARED) + "); elsewhere "
+          "columns with a paired comparison (" + ", ".join(COLUMNS[c] for c in COMPARED) + "); elsewhere "
           "the sources' criteria differ, so compare intervals instead.")
 
 
@@ -58,10 +43,6 @@ def _value(entry: Any) -> float | None:
     if v is None or (isinstance(v, float) and math.isnan(v)) or isinstance(v, bool):
         return None
     return float(v) if isinstance(v, (int, float)) else None
-
-
-def _score(rule: str):
-    return {"max": lambda v: v, "min": lambda v: -v, "half": lambda v: -abs(v - 0.5)}[rule]
 
 
 def _comparison(comparisons: list[dict[str, Any]], metric: str, template: str | None, a: str,
@@ -76,14 +57,12 @@ def best_sources(card: dict[str, dict[str, Any]], comparisons: list[dict[str, An
                  ) -> dict[str, dict[str, str]]:
     """Per column, {source: ★ or ≈} as the paired comparisons support (see the module docstring)."""
     out: dict[str, dict[str, str]] = {}
-    for key, (metric, template) in COMPARED.items():
-        rule = COLUMNS[key][1]
+    for key, (metric, template, sign) in COMPARED.items():
         vals = {src: _value(m.get(key)) for src, m in card.items()}
         vals = {s: v for s, v in vals.items() if v is not None}
-        if not rule or len(vals) < 2:
+        if len(vals) < 2:
             continue
-        score = _score(rule)
-        best = max(sorted(vals), key=lambda s: score(vals[s]))
+        best = max(sorted(vals), key=lambda s: sign * vals[s])
         tied, supported = [best], True
         for other in sorted(vals):
             if other == best:
@@ -92,8 +71,7 @@ def best_sources(card: dict[str, dict[str, Any]], comparisons: list[dict[str, An
             differs = row is not None and row.get("label") == "difference" and row.get("diff") is not None
             if differs:
                 # the difference must favour the best on the compared (shared) items
-                d = row["diff"] if row["a"] == best else -row["diff"]
-                differs = score(1.0) * d > 0 if rule in ("max", "min") else False
+                differs = sign * (row["diff"] if row["a"] == best else -row["diff"]) > 0
             if not differs:
                 supported = False
                 if row is None or not str(row.get("label", "")).startswith("difference"):
@@ -114,7 +92,7 @@ def _cell(entry: Any) -> str | None:
     return text
 
 
-def missing_reason(entry: Any, key: str) -> str:
+def missing_reason(entry: Any) -> str:
     """Why a cell is empty, in words."""
     if isinstance(entry, dict):
         return str(entry.get("reason") or entry.get("degenerate") or "no value (no reason recorded)")
@@ -136,15 +114,13 @@ def cross_source_table(card: dict[str, dict[str, Any]], comparisons: list[dict[s
         for key in cols:
             text = _cell(m.get(key))
             if text is None:
-                row[COLUMNS[key][0]] = "—"
-                if not m.get("status") and not (src == "no_rubric" and key not in ("acc_direct",
-                                                                                   "decided_rate_direct",
-                                                                                   "first_position_rate_direct",
-                                                                                   "swap_flip_rate_direct")):
-                    notes.append(f"{COLUMNS[key][0]}: {missing_reason(m.get(key), key)}")
+                row[COLUMNS[key]] = "—"
+                # a not-audited source says why once; the baseline explains the columns it has no part in
+                if not m.get("status") and not (src == "no_rubric" and key not in m):
+                    notes.append(f"{COLUMNS[key]}: {missing_reason(m.get(key))}")
                 continue
             mark = marks.get(key, {}).get(src)
-            row[COLUMNS[key][0]] = f"{mark} {text}" if mark else text
+            row[COLUMNS[key]] = f"{mark} {text}" if mark else text
         if src == "no_rubric":
             notes.insert(0, "baseline without a rubric: only the direct-template columns apply")
         row["notes"] = "; ".join(notes)
@@ -155,7 +131,7 @@ def cross_source_table(card: dict[str, dict[str, Any]], comparisons: list[dict[s
 def interval_legend(card: dict[str, dict[str, Any]]) -> list[tuple[str, str]]:
     """(column label, what its intervals are) for every column of the cross-source table."""
     out = []
-    for key, (label, _) in COLUMNS.items():
+    for key, label in COLUMNS.items():
         kinds = sorted({interval_label(e.get("ci")) for m in card.values() for e in [m.get(key)]
                         if isinstance(e, dict) and e.get("ci")})
         if kinds:

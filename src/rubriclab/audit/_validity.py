@@ -54,23 +54,23 @@ def gibberish_share(text: str) -> float:
 
 
 def text_problem(text: str | None, *, min_words: int = 1, max_words: int | None = None) -> str | None:
-    """Why ``text`` is not usable generated text (empty, too short/long, gibberish), or None."""
+    """Why ``text`` is not usable generated text ("empty", "too short", "too long", "gibberish"), or None."""
     if text is None or not text.strip():
         return "empty"
     n = len(text.split())
     if n < min_words:
-        return f"fewer than {min_words} words"
+        return "too short"
     if max_words is not None and n > max_words:
-        return f"more than {max_words} words"
-    if gibberish_share(text) > 0.3:
-        return "gibberish (most words are not words)"
+        return "too long"
+    if gibberish_share(text) > 0.3:  # most words are not words
+        return "gibberish"
     return None
 
 
 def check_paraphrases(rows: Sequence[tuple[Any, str, str | None, str | None]], ctx: Any,
                       bounds: dict[str, float] | None = None) -> dict[Any, tuple[str | None, str | None]]:
     """``rows`` = (tag, original, candidate text or None, call error or None). Returns tag → (cleaned
-    text, problem): problem None when the paraphrase is usable. Checks: a reply at all, length ratio to
+    text, problem): problem None when the paraphrase is usable, else a short reason code for counting. Checks: a reply at all, length ratio to
     the original, not gibberish, not a copy, and — when ``ctx.embedder`` is set — cosine similarity to
     the original within [min_similarity, max_similarity)."""
     b = bounds_of(PARAPHRASE_BOUNDS, bounds, "audit.paraphrase_check")
@@ -78,16 +78,16 @@ def check_paraphrases(rows: Sequence[tuple[Any, str, str | None, str | None]], c
     pending = []
     for tag, original, text, error in rows:
         if error is not None:
-            out[tag] = (None, "no usable reply (failed call or parse)")
+            out[tag] = (None, "no usable reply")  # the call or its parse failed
             continue
         text = (text or "").strip().strip('"').strip()
         problem = text_problem(text)
         if problem is None:
             ratio = len(text.split()) / max(1, len(original.split()))
             if not b["min_length_ratio"] <= ratio <= b["max_length_ratio"]:
-                problem = f"length ratio {ratio:.2f} outside [{b['min_length_ratio']}, {b['max_length_ratio']}]"
+                problem = "length ratio"
             elif norm(text) == norm(original):
-                problem = "copy of the original"
+                problem = "copy"
         out[tag] = (text, problem)
         if problem is None:
             pending.append((tag, original, text))
@@ -97,19 +97,10 @@ def check_paraphrases(rows: Sequence[tuple[Any, str, str | None, str | None]], c
         sims = np.sum(X[0::2] * X[1::2], axis=1)
         for (tag, _, text), sim in zip(pending, sims):
             if sim < b["min_similarity"]:
-                out[tag] = (text, f"meaning drifted (cosine {sim:.2f} < {b['min_similarity']})")
+                out[tag] = (text, "meaning drifted")
             elif sim >= b["max_similarity"]:
-                out[tag] = (text, "copy of the original")
-    # a short stable reason code per problem, for counting
-    return {tag: (text, None if p is None else _code(p)) for tag, (text, p) in out.items()}
-
-
-def _code(problem: str) -> str:
-    for key in ("empty", "gibberish", "copy", "meaning drifted", "length ratio", "fewer than", "more than",
-                "no usable reply"):
-        if problem.startswith(key):
-            return {"fewer than": "too short", "more than": "too long"}.get(key, key)
-    return problem
+                out[tag] = (text, "copy")
+    return out
 
 
 def template_markers(template_text: str) -> list[str]:
@@ -131,7 +122,7 @@ def attack_problem(text: str | None, *, prompt: str, strategy_description: str,
     b = bounds_of(ATTACK_BOUNDS, bounds, "audit.attack_check")
     problem = text_problem(text, min_words=int(b["min_words"]), max_words=int(b["max_words"]))
     if problem is not None:
-        return _code(problem)
+        return problem
     body = norm(text or "")
     if body == norm(prompt):
         return "copy of the prompt"

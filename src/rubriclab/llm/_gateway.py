@@ -242,7 +242,8 @@ class Gateway:
             used: int | None = None
             t0 = time.perf_counter()
             try:
-                # transport entries win: an extra entry holding a credential is keyed scrubbed, sent whole
+                # transport params (endpoint, key) win over a same-named `extra` entry; the store and the key
+                # see only public_params(params), which drops credentials
                 resp = await litellm.acompletion(
                     model=role.model, messages=messages, timeout=role.timeout, num_retries=0, max_retries=0,
                     **{**params, **role.transport_params()},

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rubriclab.errors import ConfigError
-from rubriclab.secrets import scrub
 
 ROLES = (
     "judge", "extractor", "consolidator", "paraphraser", "attacker", "verifier", "refiner", "generator", "embedder",
@@ -54,18 +53,15 @@ class RoleSpec:
         return self.model.split("/", 1)[0] if "/" in self.model else "openai"
 
     def decoding_params(self) -> dict[str, Any]:
-        """Params that change what the model says (they enter the cache key). Credential-like entries of
-        ``extra`` (``api_key``, auth headers, ``*_token``, …) are left out here and sent as transport."""
+        """Params that change what the model says (they enter the cache key)."""
         params: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
         if self.top_p is not None:
             params["top_p"] = self.top_p
-        params.update(scrub(self.extra))
+        params.update(self.extra)
         return params
 
     def transport_params(self) -> dict[str, Any]:
-        """Params that only say how to reach the model (never keyed, never stored): the endpoint, the key
-        from ``api_key_env``, and the original form of every ``extra`` entry that holds a credential.
-        Merged over ``decoding_params`` when calling, so such an entry is sent whole."""
+        """Params that only say how to reach the model (never keyed, never stored)."""
         params: dict[str, Any] = {}
         if self.api_base:
             params["api_base"] = self.api_base
@@ -73,14 +69,7 @@ class RoleSpec:
             key = os.environ.get(self.api_key_env)
             if key:
                 params["api_key"] = key
-        clean = scrub(self.extra)
-        for name, value in self.extra.items():
-            if clean.get(name, _MISSING) != value:
-                params[name] = value
         return params
-
-
-_MISSING = object()
 
 
 def role_from_dict(name: str, spec: dict[str, Any] | str, defaults: dict[str, Any] | None = None) -> RoleSpec | list[RoleSpec]:

@@ -125,7 +125,7 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
         comparisons.to_csv(out / "comparisons.csv", index=False)
         tally = pd.DataFrame(result["tally"])
         tally.to_csv(out / "failures.csv", index=False)
-        md = card_markdown(dataset, models, embedded, axes, pool, heldout, ood, ood_name, ctx, result, table,
+        md = card_markdown(dataset, models, axes, pool, heldout, ood, ood_name, ctx, result, table,
                            numeric, comparisons, tally)
         (out / "card.md").write_text(md)
         (out / "card.json").write_text(json.dumps({"dataset": dataset, "models": models, "embedded": embedded,
@@ -172,7 +172,7 @@ def _settings(ctx: AuditContext, cfg: dict[str, Any]) -> dict[str, Any]:
             "baseline_reference": cfg.get("baseline_reference", "other")}
 
 
-def card_markdown(dataset: str, models: list[str], embedded: bool, axes: tuple[str, ...], pool: list, heldout: list,
+def card_markdown(dataset: str, models: list[str], axes: tuple[str, ...], pool: list, heldout: list,
                   ood: list, ood_name: str | None, ctx: AuditContext, result: dict[str, Any], table: pd.DataFrame,
                   numeric: pd.DataFrame, comparisons: pd.DataFrame, tally: pd.DataFrame) -> str:
     """The human-readable card: models, sizes, the cross-source table with what every interval is, why
