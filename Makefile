@@ -22,3 +22,4 @@ lint:
 
 bench:
 	$(VENV)/bin/python benchmarks/gateway.py
+	$(VENV)/bin/python benchmarks/repair_sweep.py

@@ -3,6 +3,13 @@
 # Idempotent: a second run only checks what is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# PostgreSQL server binaries for the multi-process RDB study test (tests/test_repair_study.py starts a throwaway
+# server; without the binaries that test is skipped). Debian/Ubuntu keep them in /usr/lib/postgresql/<v>/bin.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
+  { $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; } >/dev/null 2>&1 \
+    || echo "install: WARNING: could not install postgresql (apt-get install -y postgresql); the PostgreSQL test will be skipped" >&2
+fi
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"

@@ -238,3 +238,26 @@ def test_check_bounds_with_a_typo_are_refused():
 
     with pytest.raises(ConfigError, match="audit.attack_check: unknown key.*min_word"):
         attack_problem("a b c d e f", prompt="q", strategy_description="s", bounds={"min_word": 3})
+
+
+def test_fast_alpha_matrix_gives_the_pivot_alpha_on_resamples_with_repeated_pairs():
+    """The α bootstrap builds its raters × items matrix in numpy; it must equal the pandas pivot (pairs
+    drawn twice kept as two columns, missing ratings as NaN) on every resample."""
+    import numpy as np
+    import pandas as pd
+
+    from rubriclab.audit._reliability import _grid, _matrix
+    from rubriclab.stats import krippendorff_alpha
+
+    rng = np.random.default_rng(3)
+    rows = [{"who": f"rater{j}", "pair_id": f"p{i}", "score": float(rng.integers(0, 11))}
+            for j in range(3) for i in range(12)]
+    scores = pd.DataFrame(rows)
+    scores.loc[rng.choice(len(scores), 5, replace=False), "score"] = np.nan
+    for _ in range(20):
+        ids = rng.choice([f"p{i}" for i in range(12)], 12)  # a bootstrap resample: some pairs twice
+        sample = pd.concat([scores[scores.pair_id == i] for i in ids], ignore_index=True)
+        fast, slow = _matrix(sample), _grid(sample).to_numpy()
+        a, b = krippendorff_alpha(fast)["alpha"], krippendorff_alpha(slow)["alpha"]
+        assert (np.isnan(a) and np.isnan(b)) or a == pytest.approx(b)
+        assert np.count_nonzero(~np.isnan(fast)) == np.count_nonzero(~np.isnan(slow))

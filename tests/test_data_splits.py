@@ -118,6 +118,7 @@ def test_build_splits_writes_files_and_report(tmp_path):
         "extraction": {"requested": 60, "written": 12},
         "audit": {"requested": 40, "written": 8},
         "heldout": {"requested": 50, "written": 10},
+        "dev": {"requested": 0, "written": 0},  # not asked for: an empty file, so `repair` can say so
     }
     assert report["ripd"]["demo"]["splits"]["target"]["test"] == {"requested": 30, "written": 30}
 
@@ -148,3 +149,16 @@ def test_build_splits_config_errors(tmp_path):
     params["ripd"]["demo"].pop("target")
     with pytest.raises(ConfigError, match="'bench' and 'target'"):
         build_splits(params, tmp_path / "o", tmp_path)
+
+
+def test_dev_split_is_disjoint_seeded_and_leaves_the_other_splits_as_they_were():
+    pairs = _pairs(120)
+    without = premise_splits(pairs, {"extraction": 30, "audit": 20, "heldout": 40}, seed=42)
+    with_dev = premise_splits(pairs, {"extraction": 30, "audit": 20, "heldout": 40, "dev": 20}, seed=42)
+    assert len(with_dev["dev"]) == 20 and "dev" not in without  # dev is optional
+    for name in ("extraction", "audit", "heldout"):
+        assert _ids(with_dev)[name] == _ids(without)[name]
+    all_ids = [p.id for split in with_dev.values() for p in split]
+    assert len(all_ids) == len(set(all_ids)) == 110
+    assert _ids(premise_splits(pairs, {"extraction": 30, "audit": 20, "heldout": 40, "dev": 20}, seed=7))["dev"] \
+        != _ids(with_dev)["dev"]

@@ -62,6 +62,80 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_repair(args: argparse.Namespace) -> int:
+    from rubriclab.stages.repair import run_repair_stage
+
+    params, project = _load(args)
+    dataset = args.dataset or (params.get("discover") or {}).get("datasets", [None])[0]
+    if not dataset:
+        print("rubriclab repair: error: --dataset is required (no discover.datasets in params.yaml)", file=sys.stderr)
+        return 2
+    sources = [s.strip() for s in args.sources.split(",")] if args.sources is not None else (
+        [] if args.rubrics else None)
+    deltas = None if args.sweep else [args.delta]
+    out_dir = Path(args.out) if args.out else project / "outputs/repair_cli" / dataset
+    out = run_repair_stage(params, project, dataset, sources=sources, rubric_files=[Path(p) for p in args.rubrics],
+                           deltas=deltas, candidates=[args.candidates] if args.candidates else None, out_dir=out_dir,
+                           storage_url=args.storage, study_name=args.study)
+    print(out["summary"])
+    print(f"outputs: {out['out']}")
+    return 0
+
+
+def cmd_calibrate_export(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from rubriclab.data import read_pairs
+    from rubriclab.errors import ConfigError
+    from rubriclab.repair import calibration_sample, export_sheet
+    from rubriclab.repair._calibration import sampling_notes
+    from rubriclab.stages.audit import load_sources
+
+    params, project = _load(args)
+    audit_dir = Path(args.audit_dir) if args.audit_dir else project / "outputs/audit" / args.dataset
+    attacks = audit_dir / f"{args.source}.adversarial.items.parquet"
+    genuine = audit_dir / f"{args.source}.adversarial.baseline_items.parquet"
+    for path in (attacks, genuine):
+        if not path.exists():
+            raise ConfigError(f"{path}: no adversarial items for source {args.source!r}; run the audit with the "
+                              "adversarial axis first (`dvc repro audit`)")
+    pairs = read_pairs(project / "outputs/data/premise" / args.dataset / "audit.parquet")
+    try:
+        rs = load_sources(project, args.dataset, [args.source])
+        criteria = {c.id: c.description for r in rs.values() for c in r.criteria}
+    except ConfigError:
+        criteria = None  # a source named by path in the audit: the sheet shows ids only
+    sheet, key = calibration_sample(pd.read_parquet(attacks), pd.read_parquet(genuine), {p.id: p.prompt for p in pairs},
+                                    n_adversarial=args.n_adversarial, n_baseline=args.n_baseline,
+                                    seed=args.seed, source=args.source, criteria=criteria)
+    out = Path(args.out) if args.out else project / "outputs/calibration" / args.dataset / args.source
+    paths = export_sheet(sheet, key, out)
+    for note in sampling_notes(key):
+        print(note)
+    for what, path in paths.items():
+        print(f"{what:<9} {path}")
+    return 0
+
+
+def cmd_calibrate_import(args: argparse.Namespace) -> int:
+    import json as _json
+
+    import pandas as pd
+
+    from rubriclab.repair import calibration_report, read_labels, report_markdown
+
+    folder = Path(args.sheet_dir)
+    key = pd.read_csv(folder / "key.csv", dtype={"sample_id": str})
+    labels = read_labels(args.labels, sheet_ids=set(key["sample_id"]))
+    report = calibration_report(labels, key, confidence=args.confidence, n_boot=args.n_boot, seed=args.seed)
+    md = report_markdown(report)
+    (folder / "report.md").write_text(md)
+    (folder / "report.json").write_text(_json.dumps(report, indent=2, default=str))
+    print(md)
+    print(f"report: {folder / 'report.md'}")
+    return 0
+
+
 def cmd_calls(args: argparse.Namespace) -> int:
     from rubriclab.llm import open_store, store_location
     from rubriclab.reporting import format_ledger
@@ -113,6 +187,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="folder for the card (default: outputs/audit_cli/<dataset>; the "
                                                "DVC stage alone writes outputs/audit/<dataset>)")
     p.set_defaults(func=cmd_audit)
+
+    p = sub.add_parser("repair", help="reliability-constrained refinement of rubric sets (one δ, or the δ sweep)")
+    _common(p)
+    p.add_argument("--dataset", default=None, help="a source name under data.premise.sources "
+                                                   "(default: the first of discover.datasets)")
+    p.add_argument("--rubrics", action="append", default=[], metavar="FILE",
+                   help="a rubric file to repair (json/yaml/md/judge template); repeatable")
+    p.add_argument("--sources", default=None, help="comma-separated rubric sources from outputs/rubrics/<dataset> "
+                                                   "(default: repair.sources, or none when --rubrics is given)")
+    how = p.add_mutually_exclusive_group(required=True)
+    how.add_argument("--delta", type=str, default=None,
+                     help="one tolerance δ on the dev α loss (0 = constrained, inf = unconstrained)")
+    how.add_argument("--sweep", action="store_true", help="sweep repair.sweep.deltas × candidates as an Optuna study")
+    p.add_argument("--candidates", type=int, default=None, help="candidates per criterion (default: "
+                                                                "repair.sweep.candidates)")
+    p.add_argument("--storage", default=None, help="Optuna storage URL shared by several workers, e.g. "
+                                                   "postgresql://user@host/db (default: repair.study.storage, else "
+                                                   "a journal file in the output folder)")
+    p.add_argument("--study", default=None, help="study name to join (default: derived from the inputs)")
+    p.add_argument("--out", default=None, help="output folder (default: outputs/repair_cli/<dataset>; the DVC stage "
+                                               "alone writes outputs/repair/<dataset>)")
+    p.set_defaults(func=cmd_repair)
+
+    p = sub.add_parser("calibrate", help="human calibration of the VFR verifier: export a labelling sheet, import "
+                                         "annotators' labels (agreement α; verifier precision/recall/F1)")
+    cal = p.add_subparsers(dest="action", required=True)
+    q = cal.add_parser("export", help="a stratified sheet of high-scoring responses (attacks and genuine) to label")
+    _common(q)
+    q.add_argument("--dataset", required=True)
+    q.add_argument("--source", required=True, help="an audited rubric source (its adversarial items are sampled)")
+    q.add_argument("--n-adversarial", type=int, default=25, help="attack responses scoring >= tau [paper: 25]")
+    q.add_argument("--n-baseline", type=int, default=17, help="genuine responses scoring >= tau [paper: 17]")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--audit-dir", default=None, help="audit outputs to read (default: outputs/audit/<dataset>)")
+    q.add_argument("--out", default=None, help="default: outputs/calibration/<dataset>/<source>")
+    q.set_defaults(func=cmd_calibrate_export)
+    q = cal.add_parser("import", help="read filled sheets (one per annotator) and report agreement and verifier P/R/F1")
+    q.add_argument("--sheet-dir", required=True, help="the folder `calibrate export` wrote (holds key.csv)")
+    q.add_argument("labels", nargs="+", help="filled sheet CSVs, one per annotator")
+    q.add_argument("--confidence", type=float, default=0.95)
+    q.add_argument("--n-boot", type=int, default=2000)
+    q.add_argument("--seed", type=int, default=0)
+    q.set_defaults(func=cmd_calibrate_import)
 
     p = sub.add_parser("calls", help="calls, tokens, cost, cache hits and failures per stage and role")
     _common(p)

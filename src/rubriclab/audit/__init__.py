@@ -3,6 +3,9 @@ preference fit and adversarial robustness, summarised in an audit card."""
 
 from __future__ import annotations
 
+from rubriclab.audit._accuracy import audit_accuracy
+from rubriclab.audit._adversarial import FORMULA as VFR_FORMULA
+from rubriclab.audit._adversarial import audit_adversarial
 from rubriclab.audit._card import (
     COLUMNS,
     LEGEND,
@@ -14,15 +17,24 @@ from rubriclab.audit._card import (
     to_markdown,
 )
 from rubriclab.audit._compare import adjust_family
-from rubriclab.audit._context import ORIENTATIONS, AuditContext, Tally, from_bootstrap, interval, interval_label, metric
+from rubriclab.audit._context import (
+    ORIENTATIONS,
+    AuditContext,
+    Tally,
+    context_from_params,
+    from_bootstrap,
+    interval,
+    interval_label,
+    metric,
+)
 from rubriclab.audit._fit import audit_applicability, audit_score_structure
 from rubriclab.audit._reliability import audit_reliability, pairwise_requests
 from rubriclab.audit._run import AXES, DEFAULTS, check_axes, not_audited_reason, run_audit
 from rubriclab.audit._structure import PROPERTIES, audit_structure
 
 __all__ = [
-    "AXES", "COLUMNS", "DEFAULTS", "LEGEND", "ORIENTATIONS", "PROPERTIES", "AuditContext", "Tally", "adjust_family",
-    "audit_applicability", "audit_reliability", "audit_score_structure", "audit_structure", "best_sources",
+    "AXES", "COLUMNS", "DEFAULTS", "LEGEND", "ORIENTATIONS", "PROPERTIES", "VFR_FORMULA", "AuditContext", "Tally",
+    "adjust_family", "audit_accuracy", "audit_adversarial", "audit_applicability", "context_from_params", "audit_reliability", "audit_score_structure", "audit_structure", "best_sources",
     "check_axes", "cross_source_table", "flat_metrics", "from_bootstrap", "interval", "interval_label",
     "interval_legend", "metric", "not_audited_reason", "numeric_table", "pairwise_requests", "run_audit",
     "to_markdown",

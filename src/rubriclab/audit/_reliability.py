@@ -71,12 +71,31 @@ def _grid(scores: pd.DataFrame, column: str = "score") -> pd.DataFrame:
     return scores.pivot_table(index="who", columns=["pair_id", "copy"], values=column, aggfunc="first")
 
 
+def _matrix(scores: pd.DataFrame, column: str = "score") -> np.ndarray:
+    """``_grid(scores, column).to_numpy()`` up to all-missing rows and columns (which α ignores), in numpy:
+    the α bootstrap builds one per resample and criterion, where pandas' pivot dominated the stage's time."""
+    w, _ = pd.factorize(scores["who"].to_numpy(), sort=True)
+    p, pids = pd.factorize(scores["pair_id"].to_numpy(), sort=True)
+    if len(w) == 0:
+        return np.empty((0, 0))
+    key = w * len(pids) + p
+    order = np.argsort(key, kind="stable")
+    sk = key[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sk)) + 1]
+    copy = np.empty(len(key), dtype=np.intp)
+    copy[order] = np.arange(len(sk)) - np.repeat(starts, np.diff(np.r_[starts, len(sk)]))
+    n_copy = int(copy.max()) + 1
+    grid = np.full((int(w.max()) + 1, len(pids) * n_copy), np.nan)
+    grid[w, p * n_copy + copy] = scores[column].to_numpy(dtype=float)
+    return grid
+
+
 ALPHA_COLUMN = {"as_presented": "score_as_shown", "chosen_oriented": "score"}
 
 
 def _alpha_on(column: str):
     def alpha(scores: pd.DataFrame) -> float:
-        return krippendorff_alpha(_grid(scores, column).to_numpy())["alpha"]
+        return krippendorff_alpha(_matrix(scores, column))["alpha"]
 
     return alpha
 

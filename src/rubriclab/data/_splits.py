@@ -15,9 +15,14 @@ from rubriclab.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
-PREMISE_SPLITS = ("extraction", "audit", "heldout")
+PREMISE_SPLITS = ("extraction", "audit", "heldout", "dev")
+# dev (the repair stage's acceptance split) comes last: a group goes to the first split with room, so adding
+# it leaves the other three splits exactly as they were whenever they fit.
+OPTIONAL_SPLITS = {"dev": 0}
 RIPD_SPLITS = ("train", "val", "test")
-PREMISE_DEFAULTS = {"extraction": 1000, "audit": 500, "heldout": 3000}  # PReMISE paper sizes
+# PReMISE paper sizes. The paper names a development split for refinement but not its size: it is 0 unless
+# set (data.premise.dev), so params written before it existed keep their splits; `repair` asks for it.
+PREMISE_DEFAULTS = {"extraction": 1000, "audit": 500, "heldout": 3000, "dev": 0}
 RIPD_DEFAULTS = {"train": 1000, "val": 1000, "test": 1000}  # RIPD paper sizes, per side
 
 
@@ -40,7 +45,11 @@ def allocate(available: int, sizes: dict[str, int]) -> dict[str, int]:
     return got
 
 
-def _check_sizes(sizes: dict, names: tuple[str, ...], where: str) -> dict[str, int]:
+def _check_sizes(sizes: dict, names: tuple[str, ...], where: str,
+                 optional: dict[str, int] | None = None) -> dict[str, int]:
+    optional = optional or {}
+    if isinstance(sizes, dict):
+        sizes = {**{k: v for k, v in optional.items() if k in names}, **sizes}
     if not isinstance(sizes, dict) or set(sizes) != set(names):
         got = ", ".join(sizes) if isinstance(sizes, dict) else type(sizes).__name__
         raise ConfigError(f"{where}: split sizes must name exactly {', '.join(names)}; got {got}")
@@ -85,9 +94,12 @@ def _assert_disjoint(splits: Iterable[list[Pair]]) -> None:
 
 
 def premise_splits(pairs: Iterable[Pair], sizes: dict[str, int], seed: int = 42) -> dict[str, list[Pair]]:
-    """Disjoint ``extraction``/``audit``/``heldout`` splits of one source (shrunk if too few pairs)."""
-    sizes = _check_sizes(sizes, PREMISE_SPLITS, "data.premise")
-    return _split(pairs, sizes, seed, "premise")
+    """Disjoint ``extraction``/``audit``/``heldout``/``dev`` splits of one source (shrunk if too few pairs).
+    ``dev`` (the repair stage's acceptance split) may be left out: then the result has no ``dev``."""
+    asked = set(sizes) if isinstance(sizes, dict) else set()
+    sizes = _check_sizes(sizes, PREMISE_SPLITS, "data.premise", OPTIONAL_SPLITS)
+    out = _split(pairs, sizes, seed, "premise")
+    return {k: v for k, v in out.items() if k in asked or k not in OPTIONAL_SPLITS}
 
 
 def bench_target_splits(
@@ -126,7 +138,7 @@ def _source_report(res: LoadResult) -> dict:
 def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = ".") -> dict:
     """Load the sources ``data_params`` names, split them and write parquet files; return a report.
 
-    Writes ``out_dir/premise/<source>/{extraction,audit,heldout}.parquet`` for each source in
+    Writes ``out_dir/premise/<source>/{extraction,audit,heldout,dev}.parquet`` for each source in
     ``data.premise.sources`` and ``out_dir/ripd/<setting>/{bench,target}_{train,val,test}.parquet``
     for each ``data.ripd.<setting>``. The report (JSON-able) has per-source counts and drops and
     per-split requested vs written counts.

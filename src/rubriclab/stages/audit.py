@@ -15,6 +15,7 @@ import pandas as pd
 from rubriclab.audit import (
     LEGEND,
     AuditContext,
+    context_from_params,
     cross_source_table,
     flat_metrics,
     interval_legend,
@@ -25,7 +26,7 @@ from rubriclab.audit import (
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
-from rubriclab.llm import gateway_from_params, panel, roles_from_params
+from rubriclab.llm import gateway_from_params
 from rubriclab.rubrics import RubricSet, load_rubric_file
 from rubriclab.tracking import stage_run, write_metrics_json
 
@@ -53,16 +54,35 @@ def _split(project: Path, dataset: str, name: str, limit: int | None) -> list:
     return pairs[:limit] if limit else pairs
 
 
+def source_path(project: Path, dataset: str, entry: str) -> Path | None:
+    """The rubric file an ``audit.sources`` entry names when it is a path (``outputs/repair/{dataset}/x.json``:
+    any stage's rubric file, ``{dataset}`` filled in, relative to the project); None for a plain source name."""
+    if "/" not in entry and not entry.endswith((".json", ".yaml", ".yml", ".md")):
+        return None
+    path = Path(entry.format(dataset=dataset))
+    return path if path.is_absolute() else project / path
+
+
 def load_sources(project: Path, dataset: str, names: list[str], extra: list[Path] = ()) -> dict[str, RubricSet]:
-    """Rubric sources by name from ``outputs/rubrics/<dataset>/<name>.json`` plus explicit files."""
+    """Rubric sources by name from ``outputs/rubrics/<dataset>/<name>.json``, by path (any stage's rubric file,
+    named by its file stem, e.g. ``outputs/repair/{dataset}/discovered.robust_constrained.json``) and
+    explicit files."""
     out: dict[str, RubricSet] = {}
     folder = project / "outputs/rubrics" / dataset
     for name in names:
+        path = source_path(project, dataset, name)
+        if path is not None:
+            if not path.exists():
+                raise ConfigError(f"audit.sources: {name!r} names {path}, which does not exist; run the stage that "
+                                  "writes it first (e.g. `dvc repro repair` for outputs/repair/...)")
+            out[path.stem] = load_rubric_file(path)
+            continue
         path = folder / f"{name}.json"
         if not path.exists():
             have = sorted(p.stem for p in folder.glob("*.json")) if folder.exists() else []
             raise ConfigError(f"audit.sources: no rubric source {name!r} for {dataset} ({path}); available: "
-                              f"{', '.join(have) or 'none (run `dvc repro discover`)'}")
+                              f"{', '.join(have) or 'none (run `dvc repro discover`)'}; or give a path to any "
+                              "stage's rubric file, e.g. outputs/repair/{dataset}/<source>.robust_constrained.json")
         out[name] = load_rubric_file(path)
     for path in extra:
         out[Path(path).stem] = load_rubric_file(path)
@@ -70,25 +90,7 @@ def load_sources(project: Path, dataset: str, names: list[str], extra: list[Path
 
 
 def _context(params: dict[str, Any], project: Path, stage: str) -> tuple[AuditContext, list[str]]:
-    roles = roles_from_params(params)
-    if "judge" not in roles:
-        raise ConfigError("params.yaml: llm.roles.judge is not configured; the audit needs a judge (or a panel)")
-    cfg = get(params, "audit", {})
-
-    def one(name: str):
-        return panel(roles[name])[0] if name in roles else None
-
-    ctx = AuditContext(gateway=gateway_from_params(params, stage=stage, project_dir=project),
-                       judges=panel(roles["judge"]), paraphraser=one("paraphraser"), attacker=one("attacker"),
-                       verifier=one("verifier"), embedder=one("embedder"),
-                       templates_dir=get(params, "llm.templates_dir", None),
-                       seed=get(params, "data.seed", 42), n_boot=int(cfg.get("n_boot", 2000)),
-                       confidence=float(cfg.get("confidence", 0.95)), tie_credit=float(cfg.get("tie_credit", 0.5)),
-                       alpha_orientation=str(cfg.get("alpha_orientation", "as_presented")))
-    models = sorted({m.model for r in roles.values() for m in panel(r)})
-    used = [*ctx.judges, ctx.paraphraser, ctx.attacker, ctx.verifier]  # the roles an audit calls
-    ctx.extra["embedded_roles"] = sorted(m.name for m in used if m is not None and m.model.startswith("local/"))
-    return ctx, models
+    return context_from_params(params, gateway_from_params(params, stage=stage, project_dir=project))
 
 
 def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sources: list[str] | None = None,
@@ -143,6 +145,9 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
                     pd.DataFrame(d["per_criterion"]).to_csv(out / f"{src}.{axis}.per_criterion.csv", index=False)
                 if isinstance(d, dict) and d.get("items"):
                     pd.DataFrame(d["items"]).to_parquet(out / f"{src}.{axis}.items.parquet", index=False)
+                if isinstance(d, dict) and d.get("baseline_items"):  # genuine pool: verifier calibration sheets
+                    pd.DataFrame(d["baseline_items"]).to_parquet(out / f"{src}.{axis}.baseline_items.parquet",
+                                                                 index=False)
         if result["accuracy_items"]:
             pd.DataFrame(result["accuracy_items"]).to_parquet(out / "accuracy.items.parquet", index=False)
 

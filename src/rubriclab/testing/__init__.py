@@ -10,9 +10,12 @@ from rubriclab.testing._fake_server import (
     fake_embedding,
     request_key,
 )
+from rubriclab.testing._postgres import PostgresNotFoundError, find_postgres_bindir, postgres_server
+from rubriclab.testing._repair_world import repair_world, world_pairs
 from rubriclab.testing._scripted import ScriptedProvider, last_user_text, scripted_model, scripted_provider
 
 __all__ = [
-    "FAULT_KINDS", "FakeOpenAIServer", "FaultPlan", "ScriptedProvider", "default_responder", "fake_embedding",
-    "last_user_text", "request_key", "scripted_model", "scripted_provider",
+    "FAULT_KINDS", "FakeOpenAIServer", "FaultPlan", "PostgresNotFoundError", "ScriptedProvider", "default_responder",
+    "fake_embedding", "find_postgres_bindir", "last_user_text", "postgres_server", "repair_world", "request_key", "scripted_model",
+    "scripted_provider", "world_pairs",
 ]

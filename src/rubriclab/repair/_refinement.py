@@ -1,0 +1,171 @@
+"""Reliability-constrained refinement of one rubric set (PReMISE §3.4, App. C.1).
+
+``search`` does everything that does not depend on the operating point, once: failure packets from the
+audit pool, α_dev/VFR_dev of the original criteria, refiner candidates and their α_dev/VFR_dev.
+``operating_point`` then applies the acceptance rule at (δ, n candidates) — no model call — and
+``report_heldout`` measures the repaired set on the held-out split, where only criteria not seen before
+cost calls. A δ sweep therefore costs one search plus the held-out calls of the distinct repaired
+criteria it selects.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from rubriclab.audit import AuditContext, audit_adversarial, audit_reliability
+from rubriclab.data import Pair
+from rubriclab.errors import ConfigError
+from rubriclab.llm import RoleSpec
+from rubriclab.repair._accept import select
+from rubriclab.repair._evaluate import evaluate_criterion, evaluate_set
+from rubriclab.repair._operators import check_operator_names, operator_subsets
+from rubriclab.repair._packets import failure_packets, plan_subsets
+from rubriclab.repair._refine import propose
+from rubriclab.rubrics import BudgetLimits, RubricSet
+
+
+def parse_delta(value: Any) -> float:
+    """A tolerance δ ≥ 0 from params: a number, or inf / .inf / "inf" / "infinity" for the unconstrained point."""
+    if isinstance(value, str) and value.strip().lower() in ("inf", ".inf", "infinity", "+inf"):
+        return math.inf
+    try:
+        d = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"repair: δ {value!r} is not a number; expected a tolerance >= 0 or inf") from None
+    if math.isnan(d) or d < 0:
+        raise ConfigError(f"repair: δ {value!r}; expected a tolerance >= 0 or inf")
+    return d
+
+
+def delta_label(d: float) -> str:
+    return "inf" if math.isinf(d) else f"{d:g}"
+
+
+@dataclass(frozen=True)
+class RepairSettings:
+    """Sizes and rules of one refinement; the pool settings are the audit's, so packets reuse its calls."""
+
+    pool_runs: int = 5
+    pool_run_temperature: float = 0.7
+    pool_attacks: int = 500
+    n_attacks: int = 500
+    tau: float = 7.0
+    baseline_reference: str = "other"
+    per_kind: int = 3
+    margin: float = 1.0
+    unstable_spread: float = 4.0
+    max_chars: int = 400
+    max_operators: int = 2
+    operators: tuple[str, ...] | None = None
+    max_criteria: int | None = None
+    limits: BudgetLimits = field(default_factory=BudgetLimits)
+
+    @classmethod
+    def from_params(cls, repair: dict[str, Any], audit: dict[str, Any]) -> RepairSettings:
+        packet = dict(repair.get("packet") or {})
+        ops = repair.get("operators")
+        return cls(pool_runs=int(audit.get("runs", 5)), pool_run_temperature=float(audit.get("run_temperature", 0.7)),
+                   pool_attacks=int(audit.get("n_attacks", 500)), n_attacks=int(repair.get("n_attacks", 500)),
+                   tau=float(audit.get("tau", 7)), baseline_reference=str(audit.get("baseline_reference", "other")),
+                   per_kind=int(packet.get("per_kind", 3)), margin=float(packet.get("margin", 1.0)),
+                   unstable_spread=float(packet.get("unstable_spread", 4.0)),
+                   max_chars=int(packet.get("max_chars", 400)), max_operators=int(repair.get("max_operators", 2)),
+                   operators=check_operator_names(list(ops), "repair.operators") if ops else None,
+                   max_criteria=repair.get("max_criteria"),
+                   limits=BudgetLimits.from_mapping(repair.get("budget")))
+
+
+def _subsets(settings: RepairSettings) -> list[tuple[str, ...]]:
+    subsets = operator_subsets(settings.max_operators)
+    if settings.operators:
+        subsets = [s for s in subsets if set(s) <= set(settings.operators)]
+    return subsets
+
+
+def search(rubric: RubricSet, *, pool: list[Pair], dev: list[Pair], ctx: AuditContext, refiner: RoleSpec,
+           n_candidates: int, settings: RepairSettings, source: str = "") -> dict[str, Any]:
+    """Packets, original and candidate dev scores for every criterion chosen for repair (see module doc)."""
+    if n_candidates < 1:
+        raise ConfigError(f"repair: number of candidates {n_candidates!r}; expected an integer >= 1")
+    if not dev:
+        raise ConfigError("repair: the dev split is empty; set data.premise.dev (and run `dvc repro data`)")
+    ids = list(rubric.criterion_ids)
+    # 1. failure packets from the audit's functions on the audit pool (the calls the audit stage makes)
+    rel = audit_reliability(rubric, pool, ctx, runs=settings.pool_runs, temperature=settings.pool_run_temperature,
+                            axes=("alpha", "flip"), source=f"{source}:pool")
+    adv = audit_adversarial(rubric, pool, ctx, n_attacks=settings.pool_attacks, tau=settings.tau, baseline=True,
+                            baseline_reference=settings.baseline_reference, source=f"{source}:pool")
+    packets = failure_packets(ids, rel, adv, pool, per_kind=settings.per_kind, tau=settings.tau,
+                              margin=settings.margin, unstable_spread=settings.unstable_spread,
+                              max_chars=settings.max_chars)
+    pool_vfr = {row["criterion"]: row.get("vfr") for row in adv["per_criterion"]}
+    # 2. triage: highest pool VFR first; max_criteria bounds the repair's cost
+    order = sorted(ids, key=lambda c: (-(pool_vfr.get(c) if pool_vfr.get(c) is not None else -1.0), ids.index(c)))
+    targets = order if settings.max_criteria is None else order[: int(settings.max_criteria)]
+    criteria: dict[str, dict[str, Any]] = {}
+    for cid in ids:
+        criteria[cid] = {"criterion": rubric.get(cid), "packet": packets[cid], "pool_vfr": pool_vfr.get(cid),
+                         "original": None, "candidates": [], "rows": [], "rejected": {}, "skipped": None}
+        if cid not in targets:
+            criteria[cid]["skipped"] = (f"not among the repair.max_criteria={settings.max_criteria} criteria with "
+                                        "the highest pool VFR")
+    subsets = _subsets(settings)
+    for cid in tqdm(targets, desc="repair: criteria", leave=False):
+        entry = criteria[cid]
+        c = entry["criterion"]
+        entry["original"] = evaluate_criterion(c, dev, ctx, n_attacks=settings.n_attacks, tau=settings.tau,
+                                               source=f"{source}:dev")
+        v0 = entry["original"]["vfr"]
+        if v0 is None or v0 == 0:
+            entry["skipped"] = ("VFR_dev undefined (no scored attack on dev)" if v0 is None else
+                                "VFR_dev = 0: no verified false accept on dev, so no candidate can lower it")
+            continue
+        plan = plan_subsets(packets[cid], subsets)[:n_candidates]
+        proposed = propose(ctx.gateway, c, packets[cid], plan, refiner, limits=settings.limits,
+                           templates_dir=ctx.templates_dir)
+        entry["rows"], entry["rejected"] = proposed["rows"], dict(proposed["rejected"])
+        for cand in proposed["candidates"]:
+            cand.update(evaluate_criterion(cand["criterion"], dev, ctx, n_attacks=settings.n_attacks,
+                                           tau=settings.tau, source=f"{source}:dev"))
+            entry["candidates"].append(cand)
+    return {"criteria": criteria, "pool": {"reliability": rel["metrics"], "adversarial": adv["metrics"]},
+            "n_candidates": n_candidates, "targets": targets}
+
+
+def operating_point(found: dict[str, Any], rubric: RubricSet, delta: float, n_candidates: int) -> dict[str, Any]:
+    """The repaired set at (δ, first ``n_candidates`` candidates) and, per criterion, what was decided."""
+    if n_candidates > found["n_candidates"]:
+        raise ConfigError(f"repair: {n_candidates} candidates asked, the search made {found['n_candidates']}")
+    new, decisions = [], {}
+    for c in rubric.criteria:
+        entry = found["criteria"][c.id]
+        if entry["skipped"] is not None or entry["original"] is None:
+            new.append(c)
+            decisions[c.id] = {"changed": False, "why": entry["skipped"] or "not evaluated"}
+            continue
+        cands = [x for x in entry["candidates"] if x["index"] < n_candidates]
+        sel = select(entry["original"], cands, delta)
+        chosen = sel["chosen"]
+        decisions[c.id] = {"changed": chosen is not None, "verdicts": sel["verdicts"],
+                           "frontier": [x["index"] for x in sel["frontier"]],
+                           "chosen": None if chosen is None else chosen["index"],
+                           "operators": None if chosen is None else chosen["operators"],
+                           "original_dev": {"alpha": entry["original"]["alpha"], "vfr": entry["original"]["vfr"]},
+                           "chosen_dev": None if chosen is None else {"alpha": chosen["alpha"], "vfr": chosen["vfr"]},
+                           "why": ("accepted" if chosen else
+                                   "no candidate passed" if cands else "no candidate survived the checker")}
+        new.append(chosen["criterion"] if chosen else c)
+    repaired = rubric.with_criteria(tuple(new), source="robust_repaired")
+    return {"rubric": repaired, "decisions": decisions,
+            "changed": [cid for cid, d in decisions.items() if d["changed"]]}
+
+
+def report_heldout(rubric: RubricSet, heldout: list[Pair], ctx: AuditContext, settings: RepairSettings,
+                   source: str = "") -> dict[str, Any]:
+    """Held-out α and VFR of a (repaired) set, each with its interval and n."""
+    return evaluate_set(rubric, heldout, ctx, n_attacks=settings.n_attacks, tau=settings.tau,
+                        source=f"{source}:heldout", baseline_reference=settings.baseline_reference)

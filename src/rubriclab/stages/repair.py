@@ -1,0 +1,299 @@
+"""DVC stage `repair` (one instance per dataset): reliability-constrained refinement of every configured
+rubric source, swept over δ (and the number of candidates) as an Optuna study. Writes the constrained
+(δ = 0) and unconstrained (δ = ∞) repaired sets, per-source diffs, candidates, packets, the operating
+curve (CSV + plot) and the study, metrics.json and an MLflow run with one nested run per trial."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rubriclab.audit import context_from_params
+from rubriclab.config import find_project_dir, get, load_params
+from rubriclab.data import read_pairs
+from rubriclab.errors import ConfigError
+from rubriclab.llm import gateway_from_params, panel, roles_from_params
+from rubriclab.repair import (
+    RepairSettings,
+    candidates_table,
+    curve_figure,
+    delta_label,
+    diff_markdown,
+    grid_results,
+    operating_point,
+    parse_delta,
+    report_heldout,
+    run_grid,
+    search,
+    study_storage,
+)
+from rubriclab.rubrics import RubricSet, load_rubric_file, save_rubric_set
+from rubriclab.stages.audit import embedded_note
+from rubriclab.tracking import stage_run, write_metrics_json
+
+NAMED = {"constrained": 0.0, "unconstrained": math.inf}
+
+
+def _split(project: Path, dataset: str, name: str, limit: int | None, key: str) -> list:
+    path = project / "outputs/data/premise" / dataset / f"{name}.parquet"
+    if not path.exists():
+        raise ConfigError(f"{path}: missing {name} split for {dataset!r}; run `dvc repro data` (data.premise.{name})")
+    pairs = read_pairs(path)
+    if not pairs:
+        raise ConfigError(f"{path}: the {name} split is empty; set data.premise.{name} > 0 ({key} reads it)")
+    return pairs[:limit] if limit else pairs
+
+
+def grid_of(cfg: dict[str, Any], deltas: list[Any] | None = None, candidates: list[int] | None = None) -> list[dict]:
+    """Grid points (δ × candidates); δ = 0 and δ = ∞ are always in it (the named operating points)."""
+    sweep = cfg.get("sweep") or {}
+    ds = sorted({parse_delta(d) for d in (deltas if deltas is not None else sweep.get("deltas", [0.0, math.inf]))}
+                | ({0.0, math.inf} if deltas is None else set()))
+    ns = sorted({int(n) for n in (candidates or sweep.get("candidates") or [4])})
+    if any(n < 1 for n in ns):
+        raise ConfigError(f"repair.sweep.candidates: {ns}; expected integers >= 1")
+    return [{"delta": d, "candidates": n} for n in ns for d in ds]
+
+
+def _study_name(dataset: str, source: str, rs: RubricSet, settings: RepairSettings, splits: dict[str, list],
+                models: list[str]) -> str:
+    blob = json.dumps({"rubric": rs.to_dict(), "settings": repr(settings), "models": models,
+                       "splits": {k: [p.id for p in v] for k, v in splits.items()}}, sort_keys=True, default=str)
+    return f"repair-{dataset}-{source}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
+
+
+def _metric_row(point: dict, res: dict, before: dict, changed: list[str]) -> dict[str, Any]:
+    def v(m, k="value"):
+        return m.get(k)
+    a, f = res["alpha"], res["vfr"]
+    a0, f0 = v(before["alpha"]), v(before["vfr"])
+    return {"delta": point["delta"], "candidates": point["candidates"],
+            "alpha_heldout": v(a), "alpha_low": v(a, "low"), "alpha_high": v(a, "high"), "alpha_n": v(a, "n"),
+            "vfr_heldout": v(f), "vfr_low": v(f, "low"), "vfr_high": v(f, "high"), "vfr_n": v(f, "n"),
+            "delta_alpha": None if v(a) is None or a0 is None else v(a) - a0,
+            "delta_vfr": None if v(f) is None or f0 is None else v(f) - f0,
+            "n_changed": len(changed), "changed": ",".join(changed)}
+
+
+def repair_source(name: str, rs: RubricSet, *, dataset: str, pool: list, dev: list, heldout: list, ctx, refiner,
+                  settings: RepairSettings, grid: list[dict], out: Path, run, models: list[str],
+                  storage_url: str | None = None, study_name: str | None = None) -> dict[str, Any]:
+    """Refine one rubric set and sweep its operating points; write its outputs under ``out``."""
+    src_dir = out / name
+    src_dir.mkdir(parents=True, exist_ok=True)
+    max_n = max(p["candidates"] for p in grid)
+    found = search(rs, pool=pool, dev=dev, ctx=ctx, refiner=refiner, n_candidates=max_n, settings=settings,
+                   source=name)
+    storage = study_storage(storage_url, journal=src_dir / "study.journal")
+    study_name = study_name or _study_name(dataset, name, rs, settings, {"pool": pool, "dev": dev,
+                                                                         "heldout": heldout}, models)
+    points: dict[tuple, dict[str, Any]] = {}
+    reports: dict[tuple, dict[str, Any]] = {}
+
+    def heldout_of(repaired: RubricSet) -> dict[str, Any]:
+        # operating points that select the same texts are one measurement (calls and bootstrap alike)
+        key = tuple(c.description for c in repaired.criteria)
+        if key not in reports:
+            reports[key] = report_heldout(repaired, heldout, ctx, settings, source=name)
+        return reports[key]
+
+    before = heldout_of(rs)
+
+    def objective(trial, point):
+        op = operating_point(found, rs, point["delta"], point["candidates"])
+        res = heldout_of(op["rubric"])
+        row = _metric_row(point, res, before, op["changed"])
+        points[(point["delta"], point["candidates"])] = {"op": op, "row": row}
+        for k, val in row.items():
+            trial.set_user_attr(k, None if isinstance(val, float) and not math.isfinite(val) else val)
+        with run.trial(f"repair@{dataset}-{name}-delta={delta_label(point['delta'])}-n={point['candidates']}",
+                       {"source": name, "delta": delta_label(point["delta"]), "candidates": point["candidates"]}) as t:
+            t.log_metrics({k: val for k, val in row.items() if k not in ("delta", "changed")})
+        alpha, vfr = row["alpha_heldout"], row["vfr_heldout"]
+        return (float("nan") if alpha is None else alpha, float("nan") if vfr is None else vfr)
+
+    study = run_grid(study_name, storage, grid, objective)
+    table = grid_results(study)
+    # this process's own points, plus those another worker completed and the named points (δ = 0, ∞) when
+    # the grid lacks them: recomputed here at no model cost, every call is in the store
+    def ensure(point: dict[str, Any]) -> dict[str, Any]:
+        key = (point["delta"], point["candidates"])
+        if key not in points:
+            op = operating_point(found, rs, point["delta"], point["candidates"])
+            points[key] = {"op": op, "row": _metric_row(point, heldout_of(op["rubric"]), before, op["changed"])}
+        return points[key]
+
+    for point in [*grid, *({"delta": d, "candidates": max_n} for d in NAMED.values())]:
+        ensure(point)
+    curve = pd.DataFrame([points[(p["delta"], p["candidates"])]["row"] for p in grid])
+    curve.insert(0, "point", ["constrained" if r["delta"] == 0 and r["candidates"] == max_n else
+                              "unconstrained" if math.isinf(r["delta"]) and r["candidates"] == max_n else ""
+                              for _, r in curve.iterrows()])
+    curve.to_csv(src_dir / "curve.csv", index=False)
+    written = {}
+    diffs = [f"# Repair of {name} ({dataset})", ""]
+    for label, delta in NAMED.items():
+        op = points[(delta, max_n)]["op"]
+        repaired = op["rubric"].with_criteria(op["rubric"].criteria, name=f"{rs.name}.robust_{label}",
+                                              provenance={**dict(rs.provenance or {}), "repaired_from": name,
+                                                          "operating_point": label, "delta": delta_label(delta),
+                                                          "candidates": max_n,
+                                                          "changed": op["changed"],
+                                                          "heldout": points[(delta, max_n)]["row"]})
+        path = out / f"{name}.robust_{label}.json"
+        save_rubric_set(repaired, path)
+        written[label] = path
+        diffs.append(diff_markdown(rs, repaired, op["decisions"], f"{label} (δ = {delta_label(delta)}, "
+                                   f"{max_n} candidates per criterion)"))
+    (src_dir / "diff.md").write_text("\n".join(diffs) + "\n")
+    cands = candidates_table(found)
+    cands.to_csv(src_dir / "candidates.csv", index=False)
+    (src_dir / "packets.json").write_text(json.dumps({cid: e["packet"] for cid, e in found["criteria"].items()},
+                                                     indent=2, default=str))
+    level = f"{100 * ctx.confidence:g}%"
+    caption = (f"Held-out split: α n={before['alpha'].get('n')} pairs, VFR n={before['vfr'].get('n')} prompts; bars: "
+               f"{level} percentile bootstrap (B={ctx.n_boot}) over pairs (α) and prompts (VFR). Models: "
+               f"{', '.join(models)}.")
+    fig = curve_figure(curve, before, f"α–VFR operating curve: {name} ({dataset})", caption)
+    fig.savefig(src_dir / "curve.png", dpi=120)
+    run.log_figure(fig, f"{name}/curve.png")
+    run.log_table(curve, f"{name}/curve.json")
+    run.log_artifact(src_dir / "diff.md", name)
+    rejected = {}
+    for e in found["criteria"].values():
+        for rule, n in e["rejected"].items():
+            rejected[rule] = rejected.get(rule, 0) + n
+    return {"found": found, "before": before, "curve": curve, "written": written, "study": study, "table": table,
+            "rejected": rejected, "candidates": cands}
+
+
+def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sources: list[str] | None = None,
+                     rubric_files: list[Path] = (), deltas: list[Any] | None = None,
+                     candidates: list[int] | None = None, out_dir: Path | None = None,
+                     storage_url: str | None = None, study_name: str | None = None) -> dict[str, Any]:
+    """Repair ``dataset``'s rubric sources. The DVC stage writes ``outputs/repair/<dataset>`` and
+    ``metrics/repair/<dataset>.json``; an ad-hoc run (``out_dir``) writes only its own folder."""
+    cfg = dict(get(params, "repair", {}) or {})
+    audit_cfg = dict(get(params, "audit", {}) or {})
+    settings = RepairSettings.from_params(cfg, audit_cfg)
+    names = list(sources if sources is not None else cfg.get("sources", []))
+    sets: dict[str, RubricSet] = {}
+    for n in names:
+        path = project / "outputs/rubrics" / dataset / f"{n}.json"
+        if not path.exists():
+            raise ConfigError(f"repair.sources: no rubric source {n!r} for {dataset} ({path}); run `dvc repro discover`")
+        sets[n] = load_rubric_file(path)
+    for p in rubric_files:
+        sets[Path(p).stem] = load_rubric_file(p)
+    if not sets:
+        raise ConfigError("repair: no rubric source selected (repair.sources or --rubrics FILE)")
+    grid = grid_of(cfg, deltas, candidates)
+    pool = _split(project, dataset, "audit", audit_cfg.get("pool_size"), "repair (failure packets)")
+    dev = _split(project, dataset, "dev", cfg.get("dev_size"), "repair (acceptance)")
+    heldout = _split(project, dataset, "heldout", cfg.get("heldout_size"), "repair (report)")
+    roles = roles_from_params(params)
+    if "refiner" not in roles:
+        raise ConfigError("params.yaml: llm.roles.refiner is not configured; repair needs a refiner model")
+    refiner = panel(roles["refiner"])[0]
+    ctx, models = context_from_params(params, gateway_from_params(params, stage=f"repair@{dataset}",
+                                                                  project_dir=project))
+    used = [*ctx.judges, ctx.attacker, ctx.verifier, refiner]  # the roles a repair calls
+    embedded = sorted(m.name for m in used if m is not None and m.model.startswith("local/"))
+    out = out_dir or project / "outputs/repair" / dataset
+    out.mkdir(parents=True, exist_ok=True)
+    flat: dict[str, Any] = {}
+    summary = [f"# Repair: {dataset}", "", f"Models: {', '.join(models)}", ""]
+    note = embedded_note(embedded)
+    if note:
+        summary += [f"> {note}", ""]
+    summary += [f"Splits: failure packets from the audit pool (n={len(pool)} pairs), acceptance on dev "
+                f"(n={len(dev)} pairs), report on held-out (n={len(heldout)} pairs); {settings.n_attacks} attacks "
+                f"per criterion on dev and held-out, τ={settings.tau:g}. Grid: δ ∈ "
+                f"{{{', '.join(delta_label(d) for d in sorted({p['delta'] for p in grid}))}}} × candidates ∈ "
+                f"{sorted({p['candidates'] for p in grid})}.", ""]
+    results = {}
+    with stage_run("repair", f"repair@{dataset}", params, project,
+                   experiment=get(params, "tracking.experiment", "rubriclab"),
+                   tags={"dataset": dataset, "models": ", ".join(models), "sources": ", ".join(sets),
+                         "embedded_model": str(bool(embedded)), "adhoc": str(out_dir is not None)}) as run:
+        for name, rs in sets.items():
+            if not rs.criteria:
+                why = (rs.provenance or {}).get("shortfall", {}).get("reason", "the rubric set has no criteria")
+                for label in NAMED:
+                    save_rubric_set(rs.with_criteria((), name=f"{rs.name}.robust_{label}", source="robust_repaired",
+                                                     provenance={"repaired_from": name, "operating_point": label,
+                                                                 "shortfall": {"asked": 0, "got": 0,
+                                                                               "reason": f"nothing to repair: {why}"}}),
+                                    out / f"{name}.robust_{label}.json")
+                summary += [f"## {name}", "", f"Not repaired: K=0 — {why}.", ""]
+                continue
+            res = repair_source(name, rs, dataset=dataset, pool=pool, dev=dev, heldout=heldout, ctx=ctx,
+                                refiner=refiner, settings=settings, grid=grid, out=out, run=run, models=models,
+                                storage_url=storage_url or get(params, "repair.study.storage", None),
+                                study_name=study_name)
+            results[name] = res
+            summary += _summary(name, res)
+            for _, r in res["curve"].iterrows():
+                if r["point"]:
+                    for k in ("alpha_heldout", "vfr_heldout", "delta_alpha", "delta_vfr", "n_changed"):
+                        flat[f"{name}.{r['point']}.{k}"] = r[k]
+            flat[f"{name}.original.alpha_heldout"] = res["before"]["alpha"].get("value")
+            flat[f"{name}.original.vfr_heldout"] = res["before"]["vfr"].get("value")
+            flat[f"{name}.candidates_proposed"] = int(len([x for x in res["candidates"]["candidate"] if x == x
+                                                           and x is not None]))
+            for rule, n in res["rejected"].items():
+                flat[f"{name}.rejected.{rule}"] = n
+        (out / "summary.md").write_text("\n".join(summary) + "\n")
+        run.log_artifact(out / "summary.md")
+        run.log_metrics(flat)
+    if out_dir is None:
+        write_metrics_json(project / "metrics/repair" / f"{dataset}.json", flat)
+    return {"out": out, "results": results, "metrics": flat, "summary": "\n".join(summary)}
+
+
+def _summary(name: str, res: dict[str, Any]) -> list[str]:
+    from rubriclab.audit import to_markdown
+
+    curve = res["curve"].copy()
+    curve["delta"] = curve["delta"].map(delta_label)
+    cols = ["point", "delta", "candidates", "alpha_heldout", "alpha_low", "alpha_high", "alpha_n", "vfr_heldout",
+            "vfr_low", "vfr_high", "vfr_n", "delta_alpha", "delta_vfr", "n_changed"]
+    b = res["before"]
+    rej = ", ".join(f"{k} {v}" for k, v in sorted(res["rejected"].items())) or "none"
+    skipped = {cid: e["skipped"] for cid, e in res["found"]["criteria"].items() if e["skipped"]}
+    md = [f"## {name}", "",
+          f"Original on held-out: α {_fmt(b['alpha'])}, VFR {_fmt(b['vfr'])} (intervals: percentile bootstrap over "
+          "pairs for α, over prompts for VFR).", "",
+          f"Candidates rejected by the checker, by rule: {rej}.", ""]
+    if skipped:
+        md += ["Criteria not repaired:", ""] + [f"- {cid}: {why}" for cid, why in skipped.items()] + [""]
+    md += [to_markdown(curve[cols].round(3).fillna("—")), "", f"Diffs: `{name}/diff.md`; candidates: "
+           f"`{name}/candidates.csv`; plot: `{name}/curve.png`.", ""]
+    return md
+
+
+def _fmt(m: dict[str, Any]) -> str:
+    if m.get("value") is None:
+        return f"— ({m.get('reason', 'undefined')})"
+    ci = f" [{m['low']:.3f}, {m['high']:.3f}]" if m.get("low") is not None else ""
+    return f"{m['value']:.3f}{ci} n={m.get('n')}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rubriclab.stages.repair")
+    ap.add_argument("--dataset", required=True)
+    args = ap.parse_args(argv)
+    project = find_project_dir()
+    run_repair_stage(load_params(project / "params.yaml"), project, args.dataset)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
