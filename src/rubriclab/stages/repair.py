@@ -160,7 +160,8 @@ def repair_source(name: str, rs: RubricSet, *, dataset: str, pool: list, dev: li
     level = f"{100 * ctx.confidence:g}%"
     caption = (f"Held-out split: α n={before['alpha'].get('n')} pairs, VFR n={before['vfr'].get('n')} prompts; bars: "
                f"{level} percentile bootstrap (B={ctx.n_boot}) over pairs (α) and prompts (VFR). Models: "
-               f"{', '.join(models)}.")
+               f"{', '.join(models)}." + (" Embedded model: the curve shows the pipeline runs, not findings."
+                                          if any(m.startswith("local/") for m in models) else ""))
     fig = curve_figure(curve, before, f"α–VFR operating curve: {name} ({dataset})", caption)
     fig.savefig(src_dir / "curve.png", dpi=120)
     run.log_figure(fig, f"{name}/curve.png")
