@@ -144,3 +144,33 @@ def test_delta_parsing():
     for bad in ("-1", "abc", float("nan")):
         with pytest.raises(ConfigError):
             parse_delta(bad)
+
+
+def test_single_judge_alpha_undefined_trials_are_pruned_with_the_reason_and_outputs_still_written(tmp_path):
+    import optuna
+
+    from rubriclab.repair import study_storage
+
+    write_splits({"audit": world_pairs(4, "pool"), "dev": world_pairs(6, "dev"), "heldout": world_pairs(6, "held")},
+                 tmp_path / "outputs/data/premise/demo_helpful")
+    rubrics = tmp_path / "outputs/rubrics/demo_helpful"
+    rubrics.mkdir(parents=True)
+    (rubrics / "mine.json").write_text(json.dumps({"name": "mine", "source": "imported", "criteria": [
+        {"id": "helpful", "description": ORIGINAL}]}))
+    params = _params(repair_world(tag="solo", seats=1))
+    params["repair"]["sources"] = ["mine"]
+    params["repair"]["sweep"] = {"deltas": [0.0, ".inf"], "candidates": [5]}
+    run_repair_stage(params, tmp_path, "demo_helpful")
+    out = tmp_path / "outputs/repair/demo_helpful"
+    # a finite δ cannot be checked without α: unchanged; δ = ∞ looks at VFR alone
+    assert load_rubric_file(out / "mine.robust_constrained.json").get("helpful").description == ORIGINAL
+    assert MARK["abstract_to_observable"] in load_rubric_file(out / "mine.robust_unconstrained.json").get(
+        "helpful").description
+    storage = study_storage(None, journal=out / "mine/study.journal")
+    (summary,) = optuna.get_all_study_summaries(storage)
+    trials = optuna.load_study(study_name=summary.study_name, storage=storage).get_trials()
+    assert [t.state.name for t in trials] == ["PRUNED", "PRUNED"]
+    assert all("α needs a panel" in t.user_attrs["error"] for t in trials)
+    curve = pd.read_csv(out / "mine/curve.csv")
+    assert curve["alpha_heldout"].isna().all() and list(curve["vfr_heldout"]) == [1.0, 0.0]
+    assert "α needs a panel" in (out / "summary.md").read_text()

@@ -157,6 +157,25 @@ def test_journal_single_worker_inf_rerun_and_retry(tmp_path):
     assert inf_trial.params["delta"] == sys.float_info.max  # the Optuna param: a finite stand-in
 
 
+def test_undefined_value_is_pruned_with_its_reason_and_not_retried(tmp_path):
+    storage = study_storage(None, journal=tmp_path / "study.log")
+    calls: list[float] = []
+
+    def objective(trial, params):
+        calls.append(params["delta"])
+        if params["delta"] == 0.1:
+            raise optuna.TrialPruned("held-out α undefined: a single judge")
+        return 1.0, 0.5
+
+    run_grid("undef", storage, _grid(), objective)
+    study = run_grid("undef", storage, _grid(), objective)
+    assert sorted(calls) == sorted(DELTAS)  # the undefined point ran once, like the others
+    df = grid_results(study).set_index("delta")
+    assert df.loc[0.1, "state"] == "PRUNED" and "a single judge" in df.loc[0.1, "error"]
+    assert df.loc[0.1, "attempts"] == 1 and df.loc[0.1, "values"] is None
+    assert (df.drop(index=0.1)["state"] == "COMPLETE").all()
+
+
 def test_journal_two_processes(tmp_path):
     journal = tmp_path / "study.log"
     _check_two_workers(tmp_path, f"journal:{journal}", lambda: study_storage(None, journal=journal))

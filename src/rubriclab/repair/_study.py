@@ -24,7 +24,9 @@ How a grid point gets exactly one COMPLETE trial, with any number of workers:
   ``RDBStorage`` construction races on ``CREATE TABLE`` (optuna issue #1092).
 
 A trial whose objective raised is FAILED and not retried by the call that ran it; the next call (from any process)
-enqueues the point again. Grid values may be ``±math.inf``; the real value lives in the trial's ``grid_key``
+enqueues the point again. An objective that raises ``optuna.TrialPruned`` says the point ran but its value is
+undefined (e.g. α without a judge panel): the trial is PRUNED, with the reason in its ``error`` attr, and counts
+as done. Grid values may be ``±math.inf``; the real value lives in the trial's ``grid_key``
 user attr and is what the objective and :func:`grid_results` get. The Optuna param of a non-finite value is stored
 as ``±sys.float_info.max`` (JSON has no infinity: some storages and the dashboard cannot take it).
 """
@@ -66,7 +68,8 @@ GRID_KEY_ATTR = "grid_key"
 WORKER_ATTR = "worker"
 ERROR_ATTR = "error"
 _HEARTBEAT_ATTR = "rubriclab:heartbeat"
-_LIVE = (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE)
+_LIVE = (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)
+_DONE = (TrialState.COMPLETE, TrialState.PRUNED)
 _RESULT_COLUMNS = frozenset({"values", "state", "worker", "trial_number", "error", "attempts", "n_complete",
                              "grid_key"})
 _ALLOWED_URLS = "'' or None (journal file), 'sqlite:///PATH', 'postgresql://…' or 'postgresql+psycopg://…'"
@@ -489,6 +492,9 @@ def _run_one(study: optuna.Study, storage: BaseStorage, trial_id: int, point: di
     with _Heartbeat(storage, trial_id, beat):
         try:
             result = objective(trial, dict(point))
+        except optuna.TrialPruned as e:  # ran, value undefined: done, not retried
+            _finish(storage, trial_id, TrialState.PRUNED, None, f"undefined: {e}")
+            return storage.get_trial(trial_id)
         except Exception as e:
             values, error = None, f"{type(e).__name__}: {e}"
             log.warning("trial %d %s failed: %s; a later run_grid call retries it", trial.number,
@@ -542,7 +548,7 @@ def run_grid(study_name: str, storage: BaseStorage | str, grid: list[dict[str, A
     while (claimed := _claim(storage, study_id, wanted, failed_here)) is not None:
         trial_id, key = claimed
         frozen = _run_one(study, storage, trial_id, wanted[key], objective, worker, beat)
-        if frozen.state != TrialState.COMPLETE:
+        if frozen.state not in _DONE:
             failed_here.add(key)
         for callback in callbacks:
             callback(study, frozen)
@@ -564,7 +570,8 @@ def grid_results(study: optuna.Study) -> pd.DataFrame:
     rows = []
     for key, trials in by_key.items():
         complete = [t for t in trials if t.state == TrialState.COMPLETE]
-        rep = complete[0] if complete else trials[-1]
+        done = [t for t in trials if t.state in _DONE]
+        rep = done[0] if done else trials[-1]
         values = tuple(rep.values) if rep.values is not None else None
         rows.append({
             **_point_from_key(key),

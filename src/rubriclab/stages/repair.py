@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import optuna
 import pandas as pd
 
 from rubriclab.audit import context_from_params
@@ -116,22 +117,21 @@ def repair_source(name: str, rs: RubricSet, *, dataset: str, pool: list, dev: li
         with run.trial(f"repair@{dataset}-{name}-delta={delta_label(point['delta'])}-n={point['candidates']}",
                        {"source": name, "delta": delta_label(point["delta"]), "candidates": point["candidates"]}) as t:
             t.log_metrics({k: val for k, val in row.items() if k not in ("delta", "changed")})
-        alpha, vfr = row["alpha_heldout"], row["vfr_heldout"]
-        return (float("nan") if alpha is None else alpha, float("nan") if vfr is None else vfr)
+        if row["alpha_heldout"] is None or row["vfr_heldout"] is None:  # measured, but undefined: not a failure
+            why = "; ".join(f"{k}: {res[k].get('reason', 'undefined')}" for k in ("alpha", "vfr")
+                            if res[k].get("value") is None)
+            raise optuna.TrialPruned(f"held-out {why}")
+        return row["alpha_heldout"], row["vfr_heldout"]
 
     study = run_grid(study_name, storage, grid, objective)
     table = grid_results(study)
-    # this process's own points, plus those another worker completed and the named points (δ = 0, ∞) when
-    # the grid lacks them: recomputed here at no model cost, every call is in the store
-    def ensure(point: dict[str, Any]) -> dict[str, Any]:
+    # points another worker ran, and the named points (δ = 0, ∞) when the grid lacks them: their calls come
+    # from the call store when it is shared (on one machine it is), else they are bought here
+    for point in [*grid, *({"delta": d, "candidates": max_n} for d in NAMED.values())]:
         key = (point["delta"], point["candidates"])
         if key not in points:
             op = operating_point(found, rs, point["delta"], point["candidates"])
             points[key] = {"op": op, "row": _metric_row(point, heldout_of(op["rubric"]), before, op["changed"])}
-        return points[key]
-
-    for point in [*grid, *({"delta": d, "candidates": max_n} for d in NAMED.values())]:
-        ensure(point)
     curve = pd.DataFrame([points[(p["delta"], p["candidates"])]["row"] for p in grid])
     curve.insert(0, "point", ["constrained" if r["delta"] == 0 and r["candidates"] == max_n else
                               "unconstrained" if math.isinf(r["delta"]) and r["candidates"] == max_n else ""
