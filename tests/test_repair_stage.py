@@ -174,3 +174,5 @@ def test_single_judge_alpha_undefined_trials_are_pruned_with_the_reason_and_outp
     curve = pd.read_csv(out / "mine/curve.csv")
     assert curve["alpha_heldout"].isna().all() and list(curve["vfr_heldout"]) == [1.0, 0.0]
     assert "α needs a panel" in (out / "summary.md").read_text()
+    study_csv = pd.read_csv(out / "mine/study.csv")
+    assert list(study_csv["state"]) == ["PRUNED", "PRUNED"] and study_csv["error"].str.contains("α needs").all()

@@ -83,56 +83,27 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate_export(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from rubriclab.data import read_pairs
-    from rubriclab.errors import ConfigError
-    from rubriclab.repair import calibration_sample, export_sheet
-    from rubriclab.repair._calibration import sampling_notes
-    from rubriclab.stages.audit import load_sources
+    from rubriclab.stages.calibrate import export_calibration
 
     params, project = _load(args)
-    audit_dir = Path(args.audit_dir) if args.audit_dir else project / "outputs/audit" / args.dataset
-    attacks = audit_dir / f"{args.source}.adversarial.items.parquet"
-    genuine = audit_dir / f"{args.source}.adversarial.baseline_items.parquet"
-    for path in (attacks, genuine):
-        if not path.exists():
-            raise ConfigError(f"{path}: no adversarial items for source {args.source!r}; run the audit with the "
-                              "adversarial axis first (`dvc repro audit`)")
-    pairs = read_pairs(project / "outputs/data/premise" / args.dataset / "audit.parquet")
-    try:
-        rs = load_sources(project, args.dataset, [args.source])
-        criteria = {c.id: c.description for r in rs.values() for c in r.criteria}
-    except ConfigError:
-        criteria = None  # a source named by path in the audit: the sheet shows ids only
-    sheet, key = calibration_sample(pd.read_parquet(attacks), pd.read_parquet(genuine), {p.id: p.prompt for p in pairs},
-                                    n_adversarial=args.n_adversarial, n_baseline=args.n_baseline,
-                                    seed=args.seed, source=args.source, criteria=criteria)
-    out = Path(args.out) if args.out else project / "outputs/calibration" / args.dataset / args.source
-    paths = export_sheet(sheet, key, out)
-    for note in sampling_notes(key):
+    out = export_calibration(project, args.dataset, args.source, n_adversarial=args.n_adversarial,
+                             n_baseline=args.n_baseline, seed=args.seed,
+                             audit_dir=Path(args.audit_dir) if args.audit_dir else None,
+                             out=Path(args.out) if args.out else None)
+    for note in out["notes"]:
         print(note)
-    for what, path in paths.items():
+    for what, path in out["paths"].items():
         print(f"{what:<9} {path}")
     return 0
 
 
 def cmd_calibrate_import(args: argparse.Namespace) -> int:
-    import json as _json
+    from rubriclab.stages.calibrate import import_calibration
 
-    import pandas as pd
-
-    from rubriclab.repair import calibration_report, read_labels, report_markdown
-
-    folder = Path(args.sheet_dir)
-    key = pd.read_csv(folder / "key.csv", dtype={"sample_id": str})
-    labels = read_labels(args.labels, sheet_ids=set(key["sample_id"]))
-    report = calibration_report(labels, key, confidence=args.confidence, n_boot=args.n_boot, seed=args.seed)
-    md = report_markdown(report)
-    (folder / "report.md").write_text(md)
-    (folder / "report.json").write_text(_json.dumps(report, indent=2, default=str))
-    print(md)
-    print(f"report: {folder / 'report.md'}")
+    out = import_calibration(Path(args.sheet_dir), args.labels, confidence=args.confidence, n_boot=args.n_boot,
+                             seed=args.seed)
+    print(out["markdown"])
+    print(f"report: {out['path']}")
     return 0
 
 

@@ -4,7 +4,6 @@ preference fit and adversarial robustness, summarised in an audit card."""
 from __future__ import annotations
 
 from rubriclab.audit._accuracy import audit_accuracy
-from rubriclab.audit._adversarial import FORMULA as VFR_FORMULA
 from rubriclab.audit._adversarial import audit_adversarial
 from rubriclab.audit._card import (
     COLUMNS,
@@ -33,8 +32,9 @@ from rubriclab.audit._run import AXES, DEFAULTS, check_axes, not_audited_reason,
 from rubriclab.audit._structure import PROPERTIES, audit_structure
 
 __all__ = [
-    "AXES", "COLUMNS", "DEFAULTS", "LEGEND", "ORIENTATIONS", "PROPERTIES", "VFR_FORMULA", "AuditContext", "Tally",
-    "adjust_family", "audit_accuracy", "audit_adversarial", "audit_applicability", "context_from_params", "audit_reliability", "audit_score_structure", "audit_structure", "best_sources",
+    "AXES", "COLUMNS", "DEFAULTS", "LEGEND", "ORIENTATIONS", "PROPERTIES", "AuditContext", "Tally", "adjust_family",
+    "audit_accuracy", "audit_adversarial", "audit_applicability", "audit_reliability", "audit_score_structure",
+    "audit_structure", "best_sources", "context_from_params",
     "check_axes", "cross_source_table", "flat_metrics", "from_bootstrap", "interval", "interval_label",
     "interval_legend", "metric", "not_audited_reason", "numeric_table", "pairwise_requests", "run_audit",
     "to_markdown",

@@ -11,6 +11,7 @@ from rubriclab.repair._calibration import (
     export_sheet,
     read_labels,
     report_markdown,
+    sampling_notes,
 )
 from rubriclab.repair._evaluate import evaluate_criterion, evaluate_set
 from rubriclab.repair._operators import (
@@ -40,5 +41,5 @@ __all__ = [
     "check_candidate", "check_operator_names", "criterion_diff", "curve_figure", "delta_label", "describe_operators",
     "diff_markdown", "evaluate_criterion", "evaluate_set", "failure_packets", "grid_results", "operating_point",
     "operator_subsets", "pareto_front", "parse_delta", "plan_subsets", "propose", "refine_requests",
-    "render_packet", "report_heldout", "run_grid", "search", "select", "study_storage", "verdict",
+    "render_packet", "report_heldout", "run_grid", "sampling_notes", "search", "select", "study_storage", "verdict",
 ]

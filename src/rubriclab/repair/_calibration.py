@@ -32,7 +32,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import krippendorff
 import numpy as np
 import pandas as pd
 from scipy import stats
@@ -678,15 +677,7 @@ def _label_table(labels: pd.DataFrame, key_ids: set[str]) -> pd.DataFrame:
 
 def _alpha_nominal(m: np.ndarray) -> float:
     """Nominal α of an annotators × samples 0/1 matrix; NaN when undefined (no pairs, one value)."""
-    present = ~np.isnan(m)
-    pairable = present.sum(axis=0) >= 2
-    if m.shape[0] < 2 or not pairable.any():
-        return math.nan
-    vals = m[:, pairable][present[:, pairable]]
-    if np.unique(vals).size < 2:
-        return math.nan
-    return float(krippendorff.alpha(reliability_data=m[:, pairable], value_domain=[0.0, 1.0],
-                                    level_of_measurement="nominal"))
+    return krippendorff_alpha(m, level="nominal", value_domain=(0.0, 1.0))["alpha"]
 
 
 def _alpha_block(matrix: np.ndarray, confidence: float, n_boot: int, seed: int) -> dict[str, Any]:
@@ -701,7 +692,7 @@ def _alpha_block(matrix: np.ndarray, confidence: float, n_boot: int, seed: int) 
         out["ci_reason"] = "α undefined"
         return out
     res = krippendorff_alpha(matrix, level="nominal", value_domain=(0.0, 1.0))
-    if not np.isfinite(res["alpha"]):
+    if not np.isfinite(res["alpha"]):  # same computation as _alpha_nominal, with its reason
         out["reason"] = res["reason"]
         out["ci_reason"] = "α undefined"
         return out

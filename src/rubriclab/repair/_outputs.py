@@ -14,7 +14,7 @@ from rubriclab.rubrics import RubricSet
 
 
 def criterion_diff(before: str, after: str) -> str:
-    """A word-level unified diff of one criterion's text (``-`` removed, ``+`` added lines)."""
+    """A sentence-level unified diff of one criterion's text (``-`` removed, ``+`` added sentences)."""
     a, b = before.split(". "), after.split(". ")
     return "\n".join(difflib.unified_diff(a, b, "before", "after", lineterm="", n=len(a) + len(b)))
 

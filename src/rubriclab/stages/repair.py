@@ -16,7 +16,7 @@ from typing import Any
 import optuna
 import pandas as pd
 
-from rubriclab.audit import context_from_params
+from rubriclab.audit import context_from_params, to_markdown
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
@@ -124,7 +124,8 @@ def repair_source(name: str, rs: RubricSet, *, dataset: str, pool: list, dev: li
         return row["alpha_heldout"], row["vfr_heldout"]
 
     study = run_grid(study_name, storage, grid, objective)
-    table = grid_results(study)
+    table = grid_results(study)  # every trial's state, worker and, when pruned or failed, why
+    table.drop(columns=["values"]).to_csv(src_dir / "study.csv", index=False)
     # points another worker ran, and the named points (δ = 0, ∞) when the grid lacks them: their calls come
     # from the call store when it is shared (on one machine it is), else they are bought here
     for point in [*grid, *({"delta": d, "candidates": max_n} for d in NAMED.values())]:
@@ -247,8 +248,7 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
                         flat[f"{name}.{r['point']}.{k}"] = r[k]
             flat[f"{name}.original.alpha_heldout"] = res["before"]["alpha"].get("value")
             flat[f"{name}.original.vfr_heldout"] = res["before"]["vfr"].get("value")
-            flat[f"{name}.candidates_proposed"] = int(len([x for x in res["candidates"]["candidate"] if x == x
-                                                           and x is not None]))
+            flat[f"{name}.candidates_proposed"] = int(res["candidates"]["candidate"].notna().sum())
             for rule, n in res["rejected"].items():
                 flat[f"{name}.rejected.{rule}"] = n
         (out / "summary.md").write_text("\n".join(summary) + "\n")
@@ -260,8 +260,6 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
 
 
 def _summary(name: str, res: dict[str, Any]) -> list[str]:
-    from rubriclab.audit import to_markdown
-
     curve = res["curve"].copy()
     curve["delta"] = curve["delta"].map(delta_label)
     cols = ["point", "delta", "candidates", "alpha_heldout", "alpha_low", "alpha_high", "alpha_n", "vfr_heldout",
