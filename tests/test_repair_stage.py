@@ -39,16 +39,22 @@ def _params(roles):
     }
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    root = tmp_path_factory.mktemp("repair_project")
-    (root / "params.yaml").write_text("{}\n")
+def _write_project(root):
+    """World splits and the one-criterion rubric ``mine``; returns the rubric folder."""
     write_splits({"audit": world_pairs(4, "pool"), "dev": world_pairs(6, "dev"), "heldout": world_pairs(6, "held")},
                  root / "outputs/data/premise/demo_helpful")
     rubrics = root / "outputs/rubrics/demo_helpful"
     rubrics.mkdir(parents=True)
     (rubrics / "mine.json").write_text(json.dumps({"name": "mine", "source": "imported", "criteria": [
         {"id": "helpful", "description": ORIGINAL}]}))
+    return rubrics
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("repair_project")
+    (root / "params.yaml").write_text("{}\n")
+    rubrics = _write_project(root)
     (rubrics / "empty.json").write_text(json.dumps({"name": "empty", "source": "discovered", "criteria": [],
                                                     "provenance": {"shortfall": {"asked": 6, "got": 0,
                                                                                  "reason": "no usable criterion"}}}))
@@ -151,12 +157,7 @@ def test_single_judge_alpha_undefined_trials_are_pruned_with_the_reason_and_outp
 
     from rubriclab.repair import study_storage
 
-    write_splits({"audit": world_pairs(4, "pool"), "dev": world_pairs(6, "dev"), "heldout": world_pairs(6, "held")},
-                 tmp_path / "outputs/data/premise/demo_helpful")
-    rubrics = tmp_path / "outputs/rubrics/demo_helpful"
-    rubrics.mkdir(parents=True)
-    (rubrics / "mine.json").write_text(json.dumps({"name": "mine", "source": "imported", "criteria": [
-        {"id": "helpful", "description": ORIGINAL}]}))
+    _write_project(tmp_path)
     params = _params(repair_world(tag="solo", seats=1))
     params["repair"]["sources"] = ["mine"]
     params["repair"]["sweep"] = {"deltas": [0.0, ".inf"], "candidates": [5]}
