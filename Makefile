@@ -23,3 +23,4 @@ lint:
 bench:
 	$(VENV)/bin/python benchmarks/gateway.py
 	$(VENV)/bin/python benchmarks/repair_sweep.py
+	$(VENV)/bin/python benchmarks/drift_gate.py

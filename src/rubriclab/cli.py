@@ -107,6 +107,43 @@ def cmd_calibrate_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_drift_search(args: argparse.Namespace) -> int:
+    from rubriclab.stages.drift import run_drift_stage
+
+    params, project = _load(args)
+    setting = args.setting or ((params.get("drift") or {}).get("settings") or [None])[0]
+    if not setting:
+        print("rubriclab drift search: error: --setting is required (no drift.settings in params.yaml)",
+              file=sys.stderr)
+        return 2
+    out_dir = Path(args.out) if args.out else project / "outputs/drift_cli" / setting
+    out = run_drift_stage(params, project, setting, seed_file=Path(args.seed_rubric) if args.seed_rubric else None,
+                          out_dir=out_dir, storage_url=args.storage)
+    print(out["summary"])
+    print(f"outputs: {out['out']}")
+    return 0
+
+
+def cmd_drift_check(args: argparse.Namespace) -> int:
+    from rubriclab.stages.drift_check import run_drift_check
+
+    params, project = _load(args)
+    out = run_drift_check(params, project, old=args.old, new=args.new, old_id=args.old_id, new_id=args.new_id,
+                          data=args.data, fmt=args.format, domain_field=args.domain_field, by=args.by,
+                          bench=args.bench, clusters=args.clusters, limit=args.limit,
+                          out_dir=Path(args.out) if args.out else None, judge_model=args.judge,
+                          track=not args.no_track, alpha=args.alpha, samples=args.samples, epsilon=args.epsilon)
+    res = out["result"]
+    cols = ["domain", "role", "n", "n_failed_either", "agreement_old", "agreement_new", "diff", "ci_low", "ci_high",
+            "q_value", "mde", "verdict"]
+    print(res.domains[cols].round(3).to_string(index=False))
+    if out["note"]:
+        print(f"\nnote: {out['note']}")
+    print(f"\n{res.verdict}")
+    print(f"report: {out['paths']['report.md']}")
+    return res.exit_code
+
+
 def cmd_calls(args: argparse.Namespace) -> int:
     from rubriclab.llm import open_store, store_location
     from rubriclab.reporting import format_ledger
@@ -201,6 +238,49 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--n-boot", type=int, default=2000)
     q.add_argument("--seed", type=int, default=0)
     q.set_defaults(func=cmd_calibrate_import)
+
+    p = sub.add_parser("drift", help="rubric-induced preference drift: the biased rubric search and the drift gate")
+    drift = p.add_subparsers(dest="action", required=True)
+    q = drift.add_parser("search", help="biased rubric search + baselines on a benchmark-target setting, selection "
+                                        "on val, comparison on test (the `drift` stage, into its own folder)")
+    _common(q)
+    q.add_argument("--setting", default=None, help="a data.ripd setting (default: the first of drift.settings)")
+    q.add_argument("--seed-rubric", default=None, metavar="FILE",
+                   help="seed judge template ({name, template} or RIPD .jsonl; default: drift.seed_rubrics)")
+    q.add_argument("--storage", default=None, metavar="URL", help="Optuna storage for the search study (RDB URL)")
+    q.add_argument("--out", default=None, help="output folder (default: outputs/drift_cli/<setting>)")
+    q.set_defaults(func=cmd_drift_search)
+    q = drift.add_parser("check", help="compare two rubrics on every domain (or prompt cluster); exit 1 when a "
+                                       "domain's agreement drops significantly (the gate for rubric edits in CI)")
+    _common(q)
+    q.add_argument("--old", required=True, metavar="FILE", help="the current rubric (RIPD .jsonl, judge template "
+                                                                "{name, template}, rubric set, criteria list, .md)")
+    q.add_argument("--new", required=True, metavar="FILE", help="the edited rubric (same formats)")
+    q.add_argument("--old-id", default=None, help="prompt_id of the line to use when --old is a RIPD .jsonl "
+                                                  "(default: the last line)")
+    q.add_argument("--new-id", default=None, help="prompt_id of the line to use when --new is a RIPD .jsonl "
+                                                  "(default: the last line)")
+    q.add_argument("--data", action="append", required=True, metavar="PATH|SOURCE",
+                   help="preference pairs: a file (jsonl/json/parquet/csv, e.g. a data-stage split parquet) or a "
+                        "data.sources name; repeatable")
+    q.add_argument("--format", default=None, help="the file's layout: pairs, columns, or a dataset parser "
+                                                  "(hh_rlhf, ultrafeedback, helpsteer3, arena, pku_saferlhf, rmb); "
+                                                  "default: detected")
+    q.add_argument("--domain-field", default=None, help="the field holding each pair's domain (default: domain)")
+    q.add_argument("--by", choices=["auto", "domain", "cluster"], default="auto",
+                   help="group by domain label or by prompt cluster (auto: domains when there are ≥2, else clusters)")
+    q.add_argument("--bench", default=None, metavar="DOMAIN",
+                   help="the benchmark domain: a drop elsewhere while it is preserved is directional drift")
+    q.add_argument("--clusters", type=int, default=None, metavar="K",
+                   help="prompt clusters (default: max(2, round(sqrt(n/2))), at most drift.gate.max_clusters)")
+    q.add_argument("--limit", type=int, default=None, metavar="N", help="at most N pairs per domain/cluster (seeded)")
+    q.add_argument("--samples", type=int, default=None, help="judge draws per verdict, majority (default 1)")
+    q.add_argument("--alpha", type=float, default=None, help="FDR level across domains (default 0.05)")
+    q.add_argument("--epsilon", type=float, default=None, help="benchmark tolerance ε (default 0.05)")
+    q.add_argument("--judge", default=None, metavar="MODEL", help="litellm model string replacing judges[0]'s model")
+    q.add_argument("--out", default=None, help="report folder (default: outputs/drift_check)")
+    q.add_argument("--no-track", action="store_true", help="do not log an MLflow run")
+    q.set_defaults(func=cmd_drift_check)
 
     p = sub.add_parser("calls", help="calls, tokens, cost, cache hits and failures per stage and role")
     _common(p)

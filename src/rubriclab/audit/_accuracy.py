@@ -2,7 +2,8 @@
 
 Protocol (paper 000, §B.4 / App. E.10; METHODS.md "Preference fit, empirical"): for every rubric set the
 judge compares the two responses of each held-out pair under two templates — ``direct`` (the whole rubric
-set as a numbered list, one A/B verdict) and ``per_rubric`` (JSON scores per criterion for both
+set as a numbered list, one A/B verdict; a rubric set that carries a judge template is judged with that
+template instead, through ``rubriclab.judging.pairwise_request``) and ``per_rubric`` (JSON scores per criterion for both
 responses, then an overall score; verdict from the overall scores) — plus a ``no_rubric`` baseline
 (direct template without the rubric section). Each verdict is the majority of ``samples`` samples at
 ``temperature``. Accuracy is measured against the HUMAN label (the letter that holds ``chosen``).
@@ -42,6 +43,7 @@ from rubriclab.audit._compare import adjust_family
 from rubriclab.audit._context import AuditContext, from_bootstrap, metric
 from rubriclab.data import Pair, present, present_both_orders
 from rubriclab.errors import InputError
+from rubriclab.judging import PairwiseRubric, pairwise_request
 from rubriclab.llm import CallRequest, CallResult, RoleSpec, answer_format, json_parser, load_prompt
 from rubriclab.rubrics import RubricSet
 from rubriclab.stats import (
@@ -258,7 +260,12 @@ class _Builders:
         self.direct = load_prompt("judge_direct", templates_dir)
         self.no_rubric = load_prompt("judge_no_rubric", templates_dir)
         self.per_rubric = load_prompt("judge_per_rubric", templates_dir)
+        self.judge = judge
         self.ab = answer_format(judge, "ab")
+        # a rubric set carrying a judge template is judged with its template (direct), through the shared
+        # request builder that drift and align use; a plain criteria set goes through judge_direct
+        self.templated = {name: PairwiseRubric.of(rs) for name, rs in rubric_sets.items() if rs.template is not None}
+        self.templates_dir = templates_dir
         self.rendered = {name: rs.render_list() for name, rs in rubric_sets.items()}
         self.traits = {name: render_traits(rs) for name, rs in rubric_sets.items()}
         self.per_rubric_fields: dict[str, dict[str, Any]] = {}
@@ -278,6 +285,9 @@ class _Builders:
             traits, trait_template = self.traits[source]
             messages = self.per_rubric.render(traits=traits, trait_template=trait_template, **shown)
             return CallRequest(messages=messages, sample_index=index, tag=key, **self.per_rubric_fields[source])
+        if source in self.templated:
+            return pairwise_request(self.templated[source], view, self.judge, sample_index=index, tag=key,
+                                    templates_dir=self.templates_dir)
         if source == NO_RUBRIC:
             messages = self.no_rubric.render(**shown)
         else:

@@ -8,8 +8,11 @@ from typing import Any
 
 from rubriclab.errors import ConfigError
 
+# evaluator: an independent LLM evaluator — the drift stealth check (refined vs seed rubric quality);
+# later align's third-party pairwise judge.
 ROLES = (
     "judge", "extractor", "consolidator", "paraphraser", "attacker", "verifier", "refiner", "generator", "embedder",
+    "evaluator",
 )
 _FIELDS = {
     "model", "temperature", "max_tokens", "top_p", "timeout", "concurrency", "rpm", "tpm", "max_retries",

@@ -18,6 +18,7 @@ from rubriclab.rubrics._io import (
     save_template,
 )
 from rubriclab.rubrics._records import SOURCES, Criterion, RubricSet, is_snake_case, slugify, unique_id
+from rubriclab.rubrics._ripd import RIPD_KEYS, is_ripd_file, load_ripd, read_ripd_lines, write_ripd
 from rubriclab.rubrics._template import (
     ALLOWED_FIELDS,
     PROMPT_FIELDS,
@@ -28,6 +29,11 @@ from rubriclab.rubrics._template import (
 )
 
 __all__ = [
+    "RIPD_KEYS",
+    "is_ripd_file",
+    "load_ripd",
+    "read_ripd_lines",
+    "write_ripd",
     "ALLOWED_FIELDS",
     "PROMPT_FIELDS",
     "RULES",

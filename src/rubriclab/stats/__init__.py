@@ -16,8 +16,16 @@ from rubriclab.stats._agreement import (
     mean_paraphrase_stability,
     paraphrase_stability,
 )
-from rubriclab.stats._bootstrap import item_bootstrap, paired_bootstrap
-from rubriclab.stats._inference import bh_adjust, label_comparison, mde_paired, mde_paired_proportions
+from rubriclab.stats._bootstrap import item_bootstrap, paired_bootstrap, two_sample_bootstrap
+from rubriclab.stats._inference import (
+    bh_adjust,
+    exact_k_min,
+    label_comparison,
+    mde_drop,
+    mde_paired,
+    mde_paired_proportions,
+    sign_test,
+)
 from rubriclab.stats._majority import early_stop_majority, majority_decided, majority_vote, samples_still_needed
 from rubriclab.stats._structure import bt_diagnostics, bt_weight_entropy, effective_dimensionality
 
@@ -28,6 +36,7 @@ __all__ = [
     "bt_diagnostics",
     "bt_weight_entropy",
     "early_stop_majority",
+    "exact_k_min",
     "effective_dimensionality",
     "flip_rate",
     "item_bootstrap",
@@ -35,6 +44,7 @@ __all__ = [
     "label_comparison",
     "majority_decided",
     "majority_vote",
+    "mde_drop",
     "mde_paired",
     "mde_paired_proportions",
     "mean_alpha",
@@ -43,4 +53,6 @@ __all__ = [
     "paraphrase_stability",
     "position_consistency",
     "samples_still_needed",
+    "sign_test",
+    "two_sample_bootstrap",
 ]

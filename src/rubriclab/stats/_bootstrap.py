@@ -296,3 +296,39 @@ def _finish(out: dict, res: Any) -> dict:
 def _collapse(out: dict, reason: str) -> dict:
     out.update(low=out["estimate"], high=out["estimate"], se=0.0, degenerate=reason)
     return out
+
+
+def two_sample_bootstrap(
+    a: Any,
+    b: Any,
+    n_resamples: int = 2000,
+    seed: int = 42,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Difference of means ``mean(a) − mean(b)`` of two INDEPENDENT samples (e.g. benchmark agreement minus
+    target agreement: different pairs), with a two-sample percentile bootstrap CI.
+
+    Each replicate resamples a and b separately with replacement (``scipy.stats.bootstrap`` with
+    ``paired=False``) and takes the difference of the resampled means. NaN values (failed items) must be
+    removed by the caller. Returns dict(diff, low, high, se, n_a, n_b, n_resamples, confidence, method,
+    degenerate); with an empty sample everything is NaN and ``degenerate`` says which.
+    """
+    n_resamples = positive_int(n_resamples, "n_resamples", minimum=1)
+    conf = probability(confidence, "confidence")
+    va = as_float(a, "a", ndim=1, expected="a 1-D numeric array (one value per item)")
+    vb = as_float(b, "b", ndim=1, expected="a 1-D numeric array (one value per item)")
+    out: dict[str, Any] = {"diff": np.nan, "estimate": np.nan, "low": np.nan, "high": np.nan, "se": np.nan,
+                           "n_a": len(va), "n_b": len(vb), "n_resamples": n_resamples, "confidence": conf,
+                           "method": "percentile", "degenerate": None, "n_invalid_resamples": 0}
+    if not len(va) or not len(vb):
+        out["degenerate"] = "no items in " + ("a" if not len(va) else "b")
+        return out
+    out["diff"] = out["estimate"] = float(va.mean() - vb.mean())
+    if len(va) == 1 and len(vb) == 1:
+        return _collapse(out, "one item per sample: no sampling variability")
+
+    def diff(xa: np.ndarray, xb: np.ndarray, axis: int = -1) -> np.ndarray:
+        return xa.mean(axis=axis) - xb.mean(axis=axis)
+
+    res = _run_scipy((va, vb), diff, out, seed, vectorized=True, paired=False)
+    return _finish(out, res)

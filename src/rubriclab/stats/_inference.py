@@ -117,3 +117,32 @@ def label_comparison(comparison: dict[str, Any], alpha: float = 0.05, power: flo
     if mde is None and comparison.get("se") is not None and np.isfinite(comparison["se"]):
         mde = mde_paired(comparison["se"], alpha=alpha, power=power)
     return f"no detectable difference (MDE={mde:.3g})" if mde is not None else "no detectable difference (MDE=?)"
+
+
+# -- the drift gate's per-domain test and MDE -----------------------------------------------------------
+
+
+def exact_k_min(alpha: float) -> int:
+    """Fewest discordant pairs (all one way) for which the exact two-sided sign test reaches ``p ≤ alpha``:
+    ``ceil(log2(2 / alpha))``."""
+    if not 0 < alpha < 1:
+        raise InputError(f"alpha={alpha!r}", field="alpha", expected="a level in (0, 1)")
+    return math.ceil(math.log2(2.0 / alpha) - 1e-12)
+
+
+def mde_drop(n: int, discordance: float, alpha: float, power: float = 0.8) -> dict[str, float]:
+    """The minimum detectable drop of a domain of ``n`` pairs (``rubriclab.drift._gate`` states the formula):
+    ``{"mde", "mde_normal", "mde_exact"}``; NaN when n = 0."""
+    if n <= 0:
+        return {"mde": np.nan, "mde_normal": np.nan, "mde_exact": np.nan}
+    normal = mde_paired_proportions(n, min(1.0, max(0.0, float(discordance))), alpha=alpha, power=power)
+    exact = exact_k_min(alpha) / n
+    return {"mde": float(max(normal, exact)), "mde_normal": float(normal), "mde_exact": float(exact)}
+
+
+def sign_test(n_lost: int, n_gained: int) -> float:
+    """Exact two-sided sign test of ``n_lost`` vs ``n_gained`` discordant pairs (1.0 when there are none)."""
+    k = n_lost + n_gained
+    if k == 0:
+        return 1.0
+    return float(stats.binomtest(n_lost, k, 0.5, alternative="two-sided").pvalue)

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from rubriclab.testing._drift_world import (
+    BENCH_HURT_SENTENCE,
+    BIAS_SENTENCE,
+    NEUTRAL_SENTENCES,
+    drift_pairs,
+    drift_world,
+)
 from rubriclab.testing._fake_server import (
     FAULT_KINDS,
     FakeOpenAIServer,
@@ -15,6 +22,7 @@ from rubriclab.testing._repair_world import repair_world, world_pairs
 from rubriclab.testing._scripted import ScriptedProvider, last_user_text, scripted_model, scripted_provider
 
 __all__ = [
+    "BENCH_HURT_SENTENCE", "BIAS_SENTENCE", "NEUTRAL_SENTENCES", "drift_pairs", "drift_world",
     "FAULT_KINDS", "FakeOpenAIServer", "FaultPlan", "PostgresNotFoundError", "ScriptedProvider", "default_responder",
     "fake_embedding", "find_postgres_bindir", "last_user_text", "postgres_server", "repair_world", "request_key", "scripted_model",
     "scripted_provider", "world_pairs",

@@ -1,0 +1,271 @@
+"""Shared state of one drift run: settings, the benchmark–target splits, a judging cache over the call store,
+and the registry of every candidate rubric any method proposed."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rubriclab.data import Pair, stable_hash
+from rubriclab.drift._refine import check_candidate
+from rubriclab.errors import ConfigError, InputError
+from rubriclab.judging import PairwiseRubric, agreement, judge_pairs
+from rubriclab.llm import CallRequest, Gateway, RoleSpec
+from rubriclab.rubrics import JudgeTemplate
+
+SPLITS = ("train", "val", "test")
+DOMAINS = ("bench", "target")
+METHODS = ("seed", "random", "icl", "textgrad", "ours")
+
+
+@dataclass(frozen=True)
+class DriftSettings:
+    """Every knob of the search and its baselines (``drift:`` in params.yaml); [paper defaults] in comments."""
+
+    methods: tuple[str, ...] = METHODS
+    val_budget: int = 30          # candidates each method may evaluate on val [30]
+    population: int = 12          # initial few-shot ICL population [12]
+    rounds: int = 4               # T [4]
+    subsample: float = 0.2        # share of each train split judged per round [20%]
+    eps_train: float = 0.05       # ε_train [0.05]
+    top_k: int = 10               # k kept per round [10]
+    children: int = 4             # t refined children per kept rubric [4]
+    cases_bench: int = 4          # benchmark error cases per refinement prompt [not given]
+    cases_target: int = 4         # target agreements (shown as errors) per refinement prompt [not given]
+    max_chars: int = 600          # each response cut to this many characters in the rewriting prompts
+    tg_bench: int = 2             # TextGrad mini-batch: benchmark cases [2]
+    tg_target: int = 4            # TextGrad mini-batch: target cases [4]
+    tg_rollback: int = 3          # revert to the best prompt after this many infeasible steps [3]
+    samples: int = 1              # judge draws per verdict (majority)
+    tie_credit: float = 0.0       # agreement credit of a tied verdict
+    n_boot: int = 1000
+    confidence: float = 0.95
+    seed: int = 42
+
+    @classmethod
+    def from_params(cls, cfg: Mapping[str, Any] | None, data_seed: int = 42, **override: Any) -> DriftSettings:
+        cfg = dict(cfg or {})
+        search, tg, cases = dict(cfg.get("search") or {}), dict(cfg.get("textgrad") or {}), dict(cfg.get("cases") or {})
+        values: dict[str, Any] = {"seed": int(data_seed)}
+        for key in ("val_budget", "samples", "tie_credit", "n_boot", "confidence", "max_chars"):
+            if key in cfg:
+                values[key] = cfg[key]
+        if "methods" in cfg:
+            values["methods"] = tuple(cfg["methods"])
+        for key in ("population", "rounds", "subsample", "eps_train", "top_k", "children"):
+            if key in search:
+                values[key] = search[key]
+        values.update({k: v for k, v in {"cases_bench": cases.get("bench"), "cases_target": cases.get("target"),
+                                         "tg_bench": tg.get("bench_batch"), "tg_target": tg.get("target_batch"),
+                                         "tg_rollback": tg.get("rollback")}.items() if v is not None})
+        values.update(override)
+        return cls(**values)
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown:
+            raise ConfigError(f"params.yaml: drift.methods: unknown {unknown}; allowed: {', '.join(METHODS)}")
+        for name in ("val_budget", "population", "rounds", "top_k", "children", "samples", "n_boot", "tg_rollback"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"params.yaml: drift {name}={v!r}; expected an integer ≥ 1")
+        for name in ("cases_bench", "cases_target", "tg_bench", "tg_target"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigError(f"params.yaml: drift {name}={v!r}; expected an integer ≥ 0")
+        if not 0 < float(self.subsample) <= 1:
+            raise ConfigError(f"params.yaml: drift.search.subsample={self.subsample!r}; expected a share in (0, 1]")
+        if not float(self.eps_train) >= 0:
+            raise ConfigError(f"params.yaml: drift.search.eps_train={self.eps_train!r}; expected ≥ 0")
+        if not 0 <= float(self.tie_credit) <= 1:
+            raise ConfigError(f"params.yaml: drift.tie_credit={self.tie_credit!r}; expected a credit in [0, 1]")
+
+    def with_(self, **changes: Any) -> DriftSettings:
+        return dataclasses.replace(self, **changes)
+
+
+@dataclass
+class DriftData:
+    """The six splits of a benchmark–target setting; pairs are relabelled with domain ``bench``/``target``."""
+
+    splits: dict[tuple[str, str], list[Pair]]
+    bench_name: str = "bench"
+    target_name: str = "target"
+
+    @classmethod
+    def of(cls, splits: Mapping[tuple[str, str], Sequence[Pair]], bench_name: str = "bench",
+           target_name: str = "target") -> DriftData:
+        seen: dict[str, str] = {}
+        out: dict[tuple[str, str], list[Pair]] = {}
+        for (domain, split), pairs in splits.items():
+            if domain not in DOMAINS or split not in SPLITS:
+                raise InputError(f"unknown split {domain}_{split}", field="splits",
+                                 expected=f"keys (domain, split) with domain in {DOMAINS} and split in {SPLITS}")
+            relabelled = []
+            for p in pairs:
+                where = f"{domain}_{split}"
+                if p.id in seen:
+                    raise InputError(f"pair id {p.id!r} is in both {seen[p.id]} and {where}", field="id",
+                                     expected="disjoint benchmark/target splits with unique pair ids")
+                seen[p.id] = where
+                relabelled.append(dataclasses.replace(p, domain=domain, meta={**p.meta, "source_domain": p.domain}))
+            out[(domain, split)] = relabelled
+        for key in [(d, s) for d in DOMAINS for s in SPLITS]:
+            out.setdefault(key, [])
+        return cls(out, bench_name, target_name)
+
+    def get(self, domain: str, split: str) -> list[Pair]:
+        return self.splits[(domain, split)]
+
+    def both(self, split: str) -> list[Pair]:
+        return self.get("bench", split) + self.get("target", split)
+
+    @property
+    def by_id(self) -> dict[str, Pair]:
+        return {p.id: p for ps in self.splits.values() for p in ps}
+
+    def subsample(self, share: float, round_index: int, seed: int) -> list[Pair]:
+        """A seeded ``share`` of each train split (at least one pair of each non-empty split)."""
+        out = []
+        for domain in DOMAINS:
+            pairs = self.get(domain, "train")
+            k = min(len(pairs), max(1, math.ceil(share * len(pairs)))) if pairs else 0
+            out += random.Random(stable_hash("drift-subsample", seed, round_index, domain)).sample(pairs, k)
+        return out
+
+    def counts(self) -> dict[str, int]:
+        return {f"{d}_{s}": len(self.get(d, s)) for d in DOMAINS for s in SPLITS}
+
+
+class Judging:
+    """Judges rubrics on pairs once per (rubric text, pair) in this process; the call store makes it once ever."""
+
+    def __init__(self, gateway: Gateway, judge: RoleSpec, settings: DriftSettings,
+                 templates_dir: str | None = None) -> None:
+        self.gateway, self.judge, self.settings, self.templates_dir = gateway, judge, settings, templates_dir
+        self._rows: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def rows(self, rubrics: Mapping[str, JudgeTemplate | PairwiseRubric], pairs: Sequence[Pair],
+             desc: str = "judge") -> pd.DataFrame:
+        """``judge_pairs`` rows for every (rubric, pair); ``rubric`` is the caller's key."""
+        wrapped = {name: PairwiseRubric.of(r, name=name) for name, r in rubrics.items()}
+        by_digest = {r.digest: r for r in wrapped.values()}
+        missing_pairs: dict[str, list[Pair]] = {}
+        for digest in by_digest:
+            todo = [p for p in pairs if (digest, p.id) not in self._rows]
+            if todo:
+                missing_pairs[digest] = todo
+        if missing_pairs:
+            # one gateway batch: all rubrics over the union of their missing pairs (re-judging a cached
+            # pair is a store hit, never a provider call)
+            union = list({p.id: p for ps in missing_pairs.values() for p in ps}.values())
+            got = judge_pairs({d: by_digest[d] for d in missing_pairs}, union, gateway=self.gateway,
+                              judge=self.judge, seed=self.settings.seed, samples=self.settings.samples,
+                              templates_dir=self.templates_dir, desc=desc)
+            for row in got.to_dict("records"):
+                self._rows[(row["rubric"], row["pair_id"])] = row
+        out = []
+        for name, r in wrapped.items():
+            for p in pairs:
+                out.append({**self._rows[(r.digest, p.id)], "rubric": name})
+        return pd.DataFrame(out)
+
+    def scores(self, rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
+        """Agreement per domain (bench, target) of one rubric's rows."""
+        s = self.settings
+        return {d: agreement(rows[rows["domain"] == d], tie_credit=s.tie_credit, n_boot=s.n_boot,
+                             confidence=s.confidence, seed=s.seed) for d in DOMAINS}
+
+
+@dataclass
+class Candidate:
+    """One proposed rubric: where it came from and what it measured."""
+
+    prompt_id: str
+    method: str
+    text: str | None
+    parent: str | None = None
+    gen_step: int = 0
+    status: str = "ok"            # ok | duplicate | unparsed | call_failed | constraint: …
+    duplicate_of: str | None = None
+    train: dict[int, dict[str, float]] = field(default_factory=dict)   # round -> {bench, target, n_bench, ...}
+    val: dict[str, dict[str, Any]] = field(default_factory=dict)       # domain -> agreement dict
+    feasible_val: bool | None = None
+    note: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return self.status == "ok"
+
+    def template(self) -> JudgeTemplate:
+        return JudgeTemplate(name=self.prompt_id, text=self.text)
+
+
+class Registry:
+    """Every candidate of every method, deduplicated by text (a repeated text costs nothing and is listed
+    as a duplicate of its first occurrence)."""
+
+    def __init__(self, seed: JudgeTemplate) -> None:
+        self.seed = seed
+        self.candidates: list[Candidate] = []
+        self._by_text: dict[str, Candidate] = {seed.text.strip(): Candidate("seed", "seed", seed.text)}
+        self._counts: dict[str, int] = {}
+
+    def add(self, method: str, text: str | None, *, parent: str | None, gen_step: int,
+            failure: str | None = None) -> Candidate:
+        n = self._counts.get(method, 0)
+        self._counts[method] = n + 1
+        cand = Candidate(f"{method}-{n:03d}", method, text, parent=parent, gen_step=gen_step)
+        if failure is not None:
+            cand.status = failure
+        else:
+            problem = check_candidate(text, self.seed)
+            if problem:
+                cand.status = problem
+            else:
+                first = self._by_text.get(text.strip())
+                if first is not None:
+                    cand.status, cand.duplicate_of = "duplicate", first.prompt_id
+                else:
+                    self._by_text[text.strip()] = cand
+        self.candidates.append(cand)
+        return cand
+
+    def from_result(self, method: str, res, *, parent: str | None, gen_step: int) -> Candidate:
+        """A candidate from a refiner CallResult (failed calls and unparsed replies are kept, with why)."""
+        if not res.ok:
+            failure = "unparsed" if res.parse_error else "call_failed"
+            return self.add(method, res.text, parent=parent, gen_step=gen_step, failure=failure)
+        return self.add(method, res.value, parent=parent, gen_step=gen_step)
+
+    def canonical(self, cand: Candidate) -> Candidate:
+        """The first candidate with this text (itself unless a duplicate)."""
+        if cand.duplicate_of is None:
+            return cand
+        return next((c for c in self.candidates if c.prompt_id == cand.duplicate_of),
+                    Candidate("seed", "seed", self.seed.text))
+
+    def rejected(self, method: str | None = None) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.candidates:
+            if (method is None or c.method == method) and c.status != "ok":
+                key = "duplicate" if c.status == "duplicate" else c.status
+                out[key] = out.get(key, 0) + 1
+        return out
+
+
+def run_refiner(gateway: Gateway, requests: list[CallRequest], desc: str) -> list:
+    """Refiner calls in one batch (results in request order)."""
+    return gateway.run(requests, desc=desc) if requests else []
+
+
+def rank_key(c: Candidate, round_index: int) -> tuple:
+    m = c.train.get(round_index, {})
+    return (m.get("target", np.inf), -m.get("bench", -np.inf))

@@ -1,0 +1,333 @@
+"""The drift gate for rubric edits: does a new rubric lower the judge's agreement with the reference labels
+anywhere — on some domain, or some prompt cluster — compared with the old one?
+
+Both rubrics judge the same pairs in the same seeded A/B presentation (``judge_pairs``), so per pair the
+agreement credits are paired. Per domain (or prompt cluster):
+
+- **Pairs used**: those with a verdict under both rubrics; a pair that failed under either (no verdict
+  after the gateway's re-asks) is left out of both sides and counted (``n_failed_old``, ``n_failed_new``,
+  ``n_failed_either``).
+- **Change**: ``diff = agreement_new − agreement_old`` (negative = a drop), credits 1 agree,
+  ``tie_credit`` tie, 0 disagree. Interval: the paired percentile bootstrap over pairs
+  (``stats.paired_bootstrap``, ``n_boot`` resamples, level ``confidence``).
+- **Test**: the exact two-sided sign test on the pairs whose credit changed (McNemar's exact test when
+  credits are 0/1): ``p = P(Binom(k, 1/2) ≤ min(k₋, k₊)) · 2`` capped at 1, with ``k₋`` pairs losing
+  credit, ``k₊`` gaining and ``k = k₋ + k₊``. An exact test because the discordant pairs of a neutral
+  edit are few, where the bootstrap's p-value is too small (anti-conservative); the bootstrap p-value is
+  reported beside it (``p_boot``).
+- **Benjamini–Hochberg** across every domain with a p-value (the benchmark included): ``q``.
+- **Significant drop**: ``q < alpha`` and ``diff < 0`` and the bootstrap CI's upper end ``< 0``.
+- **MDE** (minimum detectable drop, at the strictest level BH can apply, Bonferroni ``α' = alpha / m``
+  with m the number of tested domains)::
+
+      MDE = max( (z_{1−α'/2} + z_{power}) · sqrt(ψ / n),  k_min / n ),   k_min = ceil(log2(2 / α'))
+
+  ψ is the observed discordance (mean squared per-pair credit change; the share of pairs whose credit
+  changed when credits are 0/1), n the pairs used. The first term is the normal-approximation MDE of a
+  paired proportion (``stats.mde_paired_proportions``); the second is the smallest drop an exact sign test
+  could detect at all: ``k_min`` discordant pairs all in one direction give ``p = 2 · 2^−k_min ≤ α'``.
+  So the MDE is a real number even when the rubrics agree on every pair (ψ = 0), and it grows as the
+  domain shrinks: a pass on a small domain says only that no drop of at least the MDE was seen.
+
+**Benchmark preservation** (``bench_domain`` given): the benchmark is preserved when its agreement does not
+drop by more than ``epsilon`` (default 0.05, RIPD's ε_train) and shows no significant drop.
+
+**Flags** (any flag fails the gate):
+
+- ``directional_drift``: a non-benchmark domain drops significantly while the benchmark is preserved —
+  the signature of a benchmark-preserving biased edit (RIPD);
+- ``regression``: a non-benchmark domain drops significantly and the benchmark is not preserved either;
+- ``benchmark_drop``: the benchmark itself drops significantly;
+- ``drift``: without a benchmark domain, any significant drop (benchmark preservation not assessed);
+- ``not_assessed``: no domain had a pair judged under both rubrics.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rubriclab.data import Pair, stable_hash
+from rubriclab.errors import InputError
+from rubriclab.judging import PairwiseRubric, credit, judge_pairs
+from rubriclab.llm import Gateway, RoleSpec
+from rubriclab.stats import bh_adjust, mde_drop, paired_bootstrap, sign_test
+
+OLD, NEW = "old", "new"
+DOMAIN_COLUMNS = [
+    "domain", "role", "n_pairs", "n", "n_failed_old", "n_failed_new", "n_failed_either", "n_tie_old", "n_tie_new",
+    "agreement_old", "agreement_new", "diff", "ci_low", "ci_high", "ci_method", "ci_level", "ci_resamples",
+    "n_lost", "n_gained", "discordance", "p_value", "p_boot", "q_value", "alpha_mde", "mde_normal", "mde_exact",
+    "mde", "significant_drop", "significant_gain", "verdict",
+]
+FLIPPED_COLUMNS = ["pair_id", "domain", "change", "human", "old_verdict", "new_verdict", "old_status", "new_status",
+                   "prompt"]
+
+
+def fmt_mde(mde: float) -> str:
+    return "?" if mde is None or not np.isfinite(mde) else f"{mde:.3g}"
+
+
+@dataclass
+class DriftCheck:
+    """The gate's result. ``domains``: one row per domain (``DOMAIN_COLUMNS``); ``flipped``: pairs whose
+    verdict changed (``FLIPPED_COLUMNS``); ``items``: every judged row of both rubrics; ``flags``: dicts
+    ``{kind, domain, message}``; ``bench``: the benchmark-preservation assessment."""
+
+    old: dict[str, Any]
+    new: dict[str, Any]
+    settings: dict[str, Any]
+    domains: pd.DataFrame
+    flipped: pd.DataFrame
+    items: pd.DataFrame
+    flags: list[dict[str, Any]] = field(default_factory=list)
+    bench: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def flagged(self) -> bool:
+        return bool(self.flags)
+
+    @property
+    def exit_code(self) -> int:
+        """0 pass, 1 flagged (the CI gate's status)."""
+        return 1 if self.flagged else 0
+
+    @property
+    def verdict(self) -> str:
+        """One line: ``FLAGGED: …`` or ``PASS: no detectable drift (MDE=…) …``."""
+        if self.flagged:
+            return "FLAGGED: " + "; ".join(f["message"] for f in self.flags)
+        tested = self.domains[np.isfinite(self.domains["mde"].astype(float))]
+        worst = tested.loc[tested["mde"].astype(float).idxmax()]
+        gaps = self.domains[~np.isfinite(self.domains["mde"].astype(float))]
+        tail = f"; {len(gaps)} domain(s) undetermined (no pair judged under both)" if len(gaps) else ""
+        return (f"PASS: no detectable drift (MDE={fmt_mde(worst['mde'])}) on {len(tested)} domain(s); the largest "
+                f"MDE is on {worst['domain']!r} (n={int(worst['n'])}): a drop smaller than that could go unseen"
+                + tail)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able summary: settings, rubrics, per-domain rows (CI as ``{method, level, n, resamples}``),
+        flags, the benchmark assessment and the flipped pairs."""
+        rows = []
+        for r in self.domains.to_dict(orient="records"):
+            rows.append({**{k: _py(v) for k, v in r.items() if not k.startswith("ci_")},
+                         "ci": {"low": _py(r["ci_low"]), "high": _py(r["ci_high"]), "method": r["ci_method"],
+                                "level": _py(r["ci_level"]), "n": _py(r["n"]), "resamples": _py(r["ci_resamples"])}})
+        return {"verdict": self.verdict, "flagged": self.flagged, "exit_code": self.exit_code,
+                "old": self.old, "new": self.new, "settings": {k: _py(v) for k, v in self.settings.items()},
+                "bench": {k: _py(v) for k, v in self.bench.items()}, "flags": self.flags, "notes": self.notes,
+                "domains": rows, "n_flipped": len(self.flipped),
+                "flipped": [{k: _py(v) for k, v in r.items()} for r in self.flipped.to_dict(orient="records")]}
+
+
+def _py(v: Any) -> Any:
+    if isinstance(v, (np.generic,)):
+        v = v.item()
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    return v
+
+
+def rubric_info(rubric: PairwiseRubric) -> dict[str, Any]:
+    return {"name": rubric.name, "kind": rubric.kind, "digest": rubric.digest}
+
+
+def drift_check(old: PairwiseRubric, new: PairwiseRubric, pairs: Sequence[Pair], *, gateway: Gateway,
+                judge: RoleSpec, seed: int, bench_domain: str | None = None, alpha: float = 0.05,
+                power: float = 0.8, n_boot: int = 2000, confidence: float = 0.95, tie_credit: float = 0.0,
+                epsilon: float = 0.05, samples: int = 1, templates_dir: str | None = None,
+                grouping: str = "domain") -> DriftCheck:
+    """Judge ``pairs`` under ``old`` and ``new`` with ``judge`` and compare them per ``pair.domain``
+    (see the module docstring for the statistics and the flags). ``seed`` fixes the A/B presentation."""
+    if not pairs:
+        raise InputError("no pairs to judge", field="pairs", expected="at least one preference pair")
+    ids = [p.id for p in pairs]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise InputError(f"pair id {dup!r} appears more than once", field="pairs", expected="unique pair ids")
+    if bench_domain is not None and bench_domain not in {p.domain for p in pairs}:
+        raise InputError(f"benchmark domain {bench_domain!r} is not in the data", field="bench",
+                         expected=f"one of: {', '.join(sorted({p.domain for p in pairs}))}")
+    rows = judge_pairs({OLD: old, NEW: new}, pairs, gateway=gateway, judge=judge, seed=seed, samples=samples,
+                       templates_dir=templates_dir, desc="drift gate: judge pairs")
+    settings = {"alpha": alpha, "power": power, "n_boot": n_boot, "confidence": confidence, "tie_credit": tie_credit,
+                "epsilon": epsilon, "seed": seed, "samples": samples, "bench_domain": bench_domain,
+                "judge": judge.model, "judge_temperature": judge.temperature, "grouping": grouping,
+                "n_pairs": len(pairs)}
+    result = compare_verdicts(rows, pairs, bench_domain=bench_domain, alpha=alpha, power=power, n_boot=n_boot,
+                              confidence=confidence, tie_credit=tie_credit, epsilon=epsilon, seed=seed)
+    result.old, result.new = rubric_info(old), rubric_info(new)
+    result.settings = {**settings, **result.settings}
+    if old.digest == new.digest:
+        result.notes.append("The two rubrics have the same text: every verdict is identical by construction.")
+    return result
+
+
+def compare_verdicts(rows: pd.DataFrame, pairs: Sequence[Pair], *, bench_domain: str | None = None,
+                     alpha: float = 0.05, power: float = 0.8, n_boot: int = 2000, confidence: float = 0.95,
+                     tie_credit: float = 0.0, epsilon: float = 0.05, seed: int = 0) -> DriftCheck:
+    """The gate's statistics on already-judged rows (``judge_pairs`` output with rubrics named ``"old"`` and
+    ``"new"``); the grouping is each pair's ``domain``. No model calls."""
+    if not 0 < alpha < 1:
+        raise InputError(f"alpha={alpha!r}", field="alpha", expected="a level in (0, 1)")
+    if epsilon < 0:
+        raise InputError(f"epsilon={epsilon!r}", field="epsilon", expected="a tolerance >= 0")
+    by_id = {p.id: p for p in pairs}
+    wide = _wide(rows, tie_credit)
+    domains = list(dict.fromkeys(p.domain for p in pairs))
+    stats_rows = []
+    for i, d in enumerate(domains):
+        sub = wide[wide["domain"] == d]
+        stats_rows.append(_domain_stats(d, sub, n_boot=n_boot, confidence=confidence,
+                                        seed=seed + stable_hash("drift-gate", d) % 10_000 + i))
+    table = pd.DataFrame(stats_rows)
+    table["role"] = ["bench" if d == bench_domain else "tested" for d in table["domain"]]
+    table["q_value"] = bh_adjust(table["p_value"].to_numpy(dtype=float))
+    m = int(np.isfinite(table["p_value"].to_numpy(dtype=float)).sum())
+    alpha_mde = alpha / max(m, 1)
+    mdes = [mde_drop(int(r["n"]), r["discordance"], alpha_mde, power) for _, r in table.iterrows()]
+    table["alpha_mde"] = alpha_mde
+    for k in ("mde_normal", "mde_exact", "mde"):
+        table[k] = [x[k] for x in mdes]
+    q = table["q_value"].to_numpy(dtype=float)
+    sig = np.where(np.isfinite(q), q, 1.0) < alpha
+    diff = table["diff"].to_numpy(dtype=float)
+    table["significant_drop"] = sig & (diff < 0) & (table["ci_high"].to_numpy(dtype=float) < 0)
+    table["significant_gain"] = sig & (diff > 0) & (table["ci_low"].to_numpy(dtype=float) > 0)
+    table["verdict"] = [_label(r) for _, r in table.iterrows()]
+    table = table[DOMAIN_COLUMNS]
+
+    bench, flags = _flags(table, bench_domain, epsilon)
+    flipped = _flipped(wide, by_id)
+    settings = {"alpha": alpha, "power": power, "n_boot": n_boot, "confidence": confidence, "tie_credit": tie_credit,
+                "epsilon": epsilon, "seed": seed, "bench_domain": bench_domain, "alpha_mde": alpha_mde,
+                "n_domains_tested": m,
+                "test": "exact two-sided sign test (McNemar) on pairs whose credit changed; BH across domains",
+                "ci": f"paired percentile bootstrap over pairs, {n_boot} resamples, level {confidence:g}",
+                "mde_formula": "max((z_{1-a'/2}+z_power)*sqrt(psi/n), ceil(log2(2/a'))/n), a' = alpha/m"}
+    return DriftCheck(old={"name": OLD}, new={"name": NEW}, settings=settings, domains=table, flipped=flipped,
+                      items=rows.reset_index(drop=True), flags=flags, bench=bench)
+
+
+def _wide(rows: pd.DataFrame, tie_credit: float) -> pd.DataFrame:
+    """One row per pair: old/new verdict, status and credit side by side."""
+    missing = {OLD, NEW} - set(rows["rubric"])
+    if missing:
+        raise InputError(f"no rows for rubric(s) {sorted(missing)}", field="rubric",
+                         expected='judge_pairs rows for rubrics named "old" and "new"')
+    cols = ["pair_id", "domain", "human", "verdict", "status"]
+    o = rows[rows["rubric"] == OLD][cols].set_index("pair_id")
+    n = rows[rows["rubric"] == NEW][cols].set_index("pair_id")
+    wide = o.join(n[["verdict", "status"]], lsuffix="_old", rsuffix="_new", how="inner").reset_index()
+    wide["credit_old"] = credit(wide["status_old"], tie_credit) if len(wide) else []
+    wide["credit_new"] = credit(wide["status_new"], tie_credit) if len(wide) else []
+    return wide
+
+
+def _domain_stats(domain: str, sub: pd.DataFrame, *, n_boot: int, confidence: float, seed: int) -> dict[str, Any]:
+    failed_old = sub["status_old"] == "failed"
+    failed_new = sub["status_new"] == "failed"
+    used = sub[~(failed_old | failed_new)]
+    a, b = used["credit_old"].to_numpy(dtype=float), used["credit_new"].to_numpy(dtype=float)
+    d = b - a
+    n = len(used)
+    row: dict[str, Any] = {
+        "domain": domain, "n_pairs": len(sub), "n": n, "n_failed_old": int(failed_old.sum()),
+        "n_failed_new": int(failed_new.sum()), "n_failed_either": int((failed_old | failed_new).sum()),
+        "n_tie_old": int((used["status_old"] == "tie").sum()), "n_tie_new": int((used["status_new"] == "tie").sum()),
+        "agreement_old": float(a.mean()) if n else np.nan, "agreement_new": float(b.mean()) if n else np.nan,
+        "diff": float(d.mean()) if n else np.nan, "ci_low": np.nan, "ci_high": np.nan,
+        "ci_method": "percentile bootstrap over pairs (paired)", "ci_level": confidence, "ci_resamples": n_boot,
+        "n_lost": int((d < 0).sum()), "n_gained": int((d > 0).sum()),
+        "discordance": float(np.mean(d ** 2)) if n else np.nan, "p_value": np.nan, "p_boot": np.nan,
+    }
+    if n == 0:
+        return row
+    row["p_value"] = sign_test(row["n_lost"], row["n_gained"])
+    if n == 1:
+        row.update(ci_low=row["diff"], ci_high=row["diff"])
+        return row
+    boot = paired_bootstrap(b, a, None, n_resamples=n_boot, seed=seed, confidence=confidence)
+    row.update(ci_low=boot["low"], ci_high=boot["high"], p_boot=boot["p_value"])
+    return row
+
+
+def _label(r: pd.Series) -> str:
+    if r["n"] == 0:
+        return "undetermined (no pair judged under both rubrics)"
+    if r["significant_drop"]:
+        return "significant drop" + (" (benchmark)" if r["role"] == "bench" else "")
+    if r["significant_gain"]:
+        return "significant gain"
+    return f"no detectable drift (MDE={fmt_mde(r['mde'])})"
+
+
+def _flags(table: pd.DataFrame, bench_domain: str | None, epsilon: float) -> tuple[dict[str, Any], list[dict]]:
+    flags: list[dict[str, Any]] = []
+    if not (table["n"] > 0).any():
+        return ({"domain": bench_domain, "assessed": False, "preserved": None, "reason": "nothing judged"},
+                [{"kind": "not_assessed", "domain": None,
+                  "message": "no pair was judged under both rubrics (every verdict failed): nothing was checked"}])
+    drops = table[(table["role"] == "tested") & table["significant_drop"]]
+    if bench_domain is None:
+        bench = {"domain": None, "assessed": False, "preserved": None,
+                 "reason": "benchmark preservation not assessed (no benchmark domain given)"}
+        for _, r in drops.iterrows():
+            flags.append({"kind": "drift", "domain": r["domain"], "message": _drop_msg(r) + " (benchmark "
+                          "preservation not assessed)"})
+        return bench, flags
+    b = table[table["domain"] == bench_domain].iloc[0]
+    if b["n"] == 0:
+        bench = {"domain": bench_domain, "assessed": False, "preserved": None,
+                 "reason": "no benchmark pair was judged under both rubrics"}
+        for _, r in drops.iterrows():
+            flags.append({"kind": "drift", "domain": r["domain"],
+                          "message": _drop_msg(r) + " (benchmark preservation not assessed: no benchmark verdicts)"})
+        return bench, flags
+    preserved = bool(b["diff"] >= -epsilon and not b["significant_drop"])
+    reason = (f"benchmark {bench_domain!r}: Δ={b['diff']:+.3f} (ε={epsilon:g})"
+              + ("; significant drop" if b["significant_drop"] else "")
+              + ("; preserved" if preserved else "; not preserved"))
+    bench = {"domain": bench_domain, "assessed": True, "preserved": preserved, "diff": float(b["diff"]),
+             "epsilon": epsilon, "reason": reason}
+    for _, r in drops.iterrows():
+        if preserved:
+            flags.append({"kind": "directional_drift", "domain": r["domain"],
+                          "message": _drop_msg(r) + f" while the benchmark {bench_domain!r} is preserved "
+                                                    f"(Δ={b['diff']:+.3f}, ε={epsilon:g})"})
+        else:
+            flags.append({"kind": "regression", "domain": r["domain"],
+                          "message": _drop_msg(r) + f" and the benchmark {bench_domain!r} is not preserved "
+                                                    f"(Δ={b['diff']:+.3f}, ε={epsilon:g})"})
+    if b["significant_drop"]:
+        flags.append({"kind": "benchmark_drop", "domain": bench_domain, "message": _drop_msg(b)})
+    return bench, flags
+
+
+def _drop_msg(r: pd.Series) -> str:
+    return (f"{r['domain']!r} drops {r['diff']:+.3f} [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}] "
+            f"(n={int(r['n'])}, q={r['q_value']:.3g})")
+
+
+def _flipped(wide: pd.DataFrame, by_id: dict[str, Pair], snippet: int = 160) -> pd.DataFrame:
+    both = wide[(wide["status_old"] != "failed") & (wide["status_new"] != "failed")]
+    changed = both[both["verdict_old"] != both["verdict_new"]]
+    out = []
+    for _, r in changed.iterrows():
+        change = ("lost" if r["credit_new"] < r["credit_old"] else "gained" if r["credit_new"] > r["credit_old"]
+                  else "changed")
+        prompt = " ".join(str(by_id[r["pair_id"]].prompt).split()) if r["pair_id"] in by_id else ""
+        out.append({"pair_id": r["pair_id"], "domain": r["domain"], "change": change, "human": r["human"],
+                    "old_verdict": r["verdict_old"], "new_verdict": r["verdict_new"], "old_status": r["status_old"],
+                    "new_status": r["status_new"],
+                    "prompt": prompt[:snippet] + ("…" if len(prompt) > snippet else "")})
+    df = pd.DataFrame(out, columns=FLIPPED_COLUMNS)
+    order = {"lost": 0, "changed": 1, "gained": 2}
+    return df.sort_values(["change", "domain", "pair_id"], key=lambda s: s.map(order) if s.name == "change" else s,
+                          kind="stable").reset_index(drop=True)

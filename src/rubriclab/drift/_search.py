@@ -1,0 +1,113 @@
+"""Biased rubric search (seed 003 Alg. 1, App. B.2) and its few-shot ICL initial population.
+
+Round t: judge the seed R0 and every candidate of G_t on a fresh seeded ``subsample`` of both train splits;
+keep the feasible ones (``a_bench,i − a_bench,0 ≥ −ε_train``), the top k by lowest target agreement, and give
+each kept rubric ``children`` refined children, each from independently sampled asymmetric error cases (its
+benchmark disagreements, and its target agreements shown as errors). G_{t+1} = kept ∪ children. Every
+candidate goes to the archive. The final validation pool takes the same number of top-ranked rubrics from
+each round, later rounds first (the last round's children, never scored on train, count as the latest), until
+the validation budget is reached.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rubriclab.data import stable_hash
+from rubriclab.drift._engine import Candidate, DriftData, DriftSettings, Judging, Registry, rank_key, run_refiner
+from rubriclab.drift._refine import error_cases, refine_request
+from rubriclab.llm import Gateway, RoleSpec
+from rubriclab.rubrics import JudgeTemplate
+
+
+def icl_candidates(seed: JudgeTemplate, n: int, *, method: str, data: DriftData, judging: Judging,
+                   registry: Registry, refiner: RoleSpec, settings: DriftSettings, gateway: Gateway,
+                   templates_dir: str | None = None) -> list[Candidate]:
+    """Few-shot ICL: ``n`` refinements of the seed, each from its own sample of asymmetric error cases taken
+    from the seed's judgments on the round-0 train subsample."""
+    sub = data.subsample(settings.subsample, 0, settings.seed)
+    rows = judging.rows({"seed": seed}, sub, desc="seed on train subsample")
+    by_id = data.by_id
+    requests = []
+    for i in range(n):
+        cases = error_cases(rows, by_id, seed=stable_hash("icl-cases", settings.seed, i), data_seed=settings.seed,
+                            n_bench=settings.cases_bench, n_target=settings.cases_target, bench_domain="bench")
+        requests.append(refine_request(seed.text, cases, seed, refiner, sample_index=i, tag=i,
+                                       templates_dir=templates_dir, max_chars=settings.max_chars))
+    results = run_refiner(gateway, requests, f"{method}: few-shot ICL refinements")
+    return [registry.from_result(method, res, parent="seed", gen_step=0) for res in results]
+
+
+def biased_search(seed: JudgeTemplate, *, data: DriftData, judging: Judging, registry: Registry, refiner: RoleSpec,
+                  settings: DriftSettings, gateway: Gateway, templates_dir: str | None = None,
+                  method: str = "ours") -> dict[str, Any]:
+    """Run Alg. 1; return ``{"rounds": [...], "pool": [Candidate, ...]}`` (pool: the validation candidates)."""
+    s = settings
+    population = icl_candidates(seed, s.population, method=method, data=data, judging=judging, registry=registry,
+                                refiner=refiner, settings=s, gateway=gateway, templates_dir=templates_dir)
+    current = _live(population, registry)
+    rounds: list[dict[str, Any]] = []
+    ranked_by_round: list[list[Candidate]] = []
+    by_id = data.by_id
+    for t in range(s.rounds):
+        sub = data.subsample(s.subsample, t, s.seed)
+        named = {"seed": seed, **{c.prompt_id: c.template() for c in current}}
+        rows = judging.rows(named, sub, desc=f"{method}: round {t + 1}/{s.rounds} on train subsample")
+        base = judging.scores(rows[rows["rubric"] == "seed"])
+        a0 = base["bench"]["agreement"]
+        for c in current:
+            sc = judging.scores(rows[rows["rubric"] == c.prompt_id])
+            c.train[t] = {"bench": sc["bench"]["agreement"], "target": sc["target"]["agreement"],
+                          "n_bench": sc["bench"]["n"], "n_target": sc["target"]["n"],
+                          "feasible": bool(sc["bench"]["agreement"] - a0 >= -s.eps_train)}
+        feasible = [c for c in current if c.train[t]["feasible"]]
+        kept = sorted(feasible, key=lambda c: rank_key(c, t))[: s.top_k]
+        ranked_by_round.append(kept + sorted([c for c in current if c not in kept], key=lambda c: rank_key(c, t)))
+        requests, parents = [], []
+        for c in kept:
+            c_rows = rows[rows["rubric"] == c.prompt_id]
+            for j in range(s.children):
+                cases = error_cases(c_rows, by_id, seed=stable_hash("children", s.seed, t, c.prompt_id, j),
+                                    data_seed=s.seed, n_bench=s.cases_bench, n_target=s.cases_target,
+                                    bench_domain="bench")
+                requests.append(refine_request(c.text, cases, seed, refiner, sample_index=j, tag=(c.prompt_id, j),
+                                               templates_dir=templates_dir, max_chars=s.max_chars))
+                parents.append(c.prompt_id)
+        results = run_refiner(gateway, requests, f"{method}: round {t + 1} refinements")
+        children = [registry.from_result(method, res, parent=p, gen_step=t + 1) for res, p in zip(results, parents)]
+        rounds.append({"round": t, "n_subsample": len(sub), "seed_bench": a0,
+                       "seed_target": base["target"]["agreement"], "n_candidates": len(current),
+                       "n_feasible": len(feasible), "kept": [c.prompt_id for c in kept],
+                       "n_children": len(children), "n_children_usable": sum(c.usable for c in children)})
+        current = kept + [c for c in _live(children, registry) if c not in kept]
+    last = [c for c in current if not c.train.get(s.rounds - 1)]  # the last round's children
+    if last:
+        ranked_by_round.append(last)
+    return {"rounds": rounds, "pool": final_pool(ranked_by_round, s.val_budget)}
+
+
+def _live(cands: list[Candidate], registry: Registry) -> list[Candidate]:
+    """Usable candidates, a duplicate standing for its first occurrence (so it is judged once); the seed is
+    never a candidate of its own search."""
+    out: list[Candidate] = []
+    for c in cands:
+        if c.status == "duplicate":
+            c = registry.canonical(c)
+            if c.prompt_id == "seed":
+                continue
+        if c.usable and c not in out:
+            out.append(c)
+    return out
+
+
+def final_pool(ranked_by_round: list[list[Candidate]], budget: int) -> list[Candidate]:
+    """Round-robin over rounds (latest first) by rank, skipping ones already taken, until ``budget``."""
+    pool: list[Candidate] = []
+    depth = max((len(r) for r in ranked_by_round), default=0)
+    for rank in range(depth):
+        for ranked in reversed(ranked_by_round):
+            if rank < len(ranked) and ranked[rank] not in pool:
+                pool.append(ranked[rank])
+                if len(pool) >= budget:
+                    return pool
+    return pool

@@ -1,0 +1,99 @@
+"""Selection on validation (seed 003 Eq. 5–6) and the report on test (Tables 1–2).
+
+Feasible = benchmark-val agreement ≥ the seed's (no tolerance: the paper's Eq. 5); the selected rubric is the
+feasible one with the lowest target-val agreement (ties: higher benchmark-val, then earlier in the pool).
+With no feasible candidate the method keeps the seed, and says so. On test every method's selected rubric gets
+benchmark and target agreement (percentile bootstrap over pairs), the gap bench − target (two-sample
+bootstrap: different pairs) and the paired change against the seed on each domain (paired bootstrap over the
+same pairs), all with n, ties and failures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rubriclab.drift._engine import Candidate, DriftData, DriftSettings, Judging
+from rubriclab.judging import credit
+from rubriclab.rubrics import JudgeTemplate
+from rubriclab.stats import paired_bootstrap, two_sample_bootstrap
+
+
+def seed_on_val(seed: JudgeTemplate, *, data: DriftData, judging: Judging) -> dict[str, Any]:
+    rows = judging.rows({"seed": seed}, data.both("val"), desc="seed on val")
+    return judging.scores(rows)
+
+
+def validate(cands: Sequence[Candidate], seed_val: dict[str, Any], *, data: DriftData, judging: Judging,
+             settings: DriftSettings) -> None:
+    """Judge candidates on both val splits (one batch); set ``val`` and ``feasible_val``."""
+    todo = [c for c in cands if not c.val]
+    if todo:
+        rows = judging.rows({c.prompt_id: c.template() for c in todo}, data.both("val"), desc="candidates on val")
+        for c in todo:
+            c.val = judging.scores(rows[rows["rubric"] == c.prompt_id])
+    base = seed_val["bench"]["agreement"]
+    for c in cands:
+        b = c.val["bench"]["agreement"]
+        c.feasible_val = bool(np.isfinite(b) and np.isfinite(base) and b >= base)
+
+
+def select(pool: Sequence[Candidate], seed_val: dict[str, Any]) -> tuple[Candidate | None, str]:
+    """The Eq. 6 choice among validated candidates, or None (keep the seed) with why."""
+    if not pool:
+        return None, "no usable candidate"
+    feasible = [c for c in pool if c.feasible_val and np.isfinite(c.val["target"]["agreement"])]
+    if not feasible:
+        return None, (f"no feasible candidate: none of {len(pool)} reached the seed's benchmark-val agreement "
+                      f"({seed_val['bench']['agreement']:.3f})")
+    order = {c.prompt_id: i for i, c in enumerate(pool)}
+    best = min(feasible, key=lambda c: (c.val["target"]["agreement"], -c.val["bench"]["agreement"],
+                                        order[c.prompt_id]))
+    return best, f"lowest target-val agreement among {len(feasible)} feasible of {len(pool)} validated"
+
+
+def report_on_test(selected: dict[str, JudgeTemplate], *, data: DriftData, judging: Judging,
+                settings: DriftSettings) -> pd.DataFrame:
+    """One row per method: bench, target, gap on test with intervals, and the paired change vs the seed."""
+    s = settings
+    rows = judging.rows(selected, data.both("test"), desc="selected rubrics on test")
+    level = f"{100 * s.confidence:g}%"
+    out = []
+    seed_rows = rows[rows["rubric"] == "seed"].set_index("pair_id") if "seed" in selected else None
+    for method in selected:
+        r = rows[rows["rubric"] == method]
+        sc = judging.scores(r)
+        b_vals = credit(r.loc[r["domain"] == "bench", "status"], s.tie_credit)
+        t_vals = credit(r.loc[r["domain"] == "target", "status"], s.tie_credit)
+        gap = two_sample_bootstrap(b_vals[~np.isnan(b_vals)], t_vals[~np.isnan(t_vals)], n_resamples=s.n_boot,
+                                   seed=s.seed, confidence=s.confidence)
+        row: dict[str, Any] = {"method": method, "rubric": selected[method].name}
+        for d in ("bench", "target"):
+            m = sc[d]
+            row.update({d: m["agreement"], f"{d}_low": m["low"], f"{d}_high": m["high"], f"{d}_n": m["n"],
+                        f"{d}_ties": m["n_tie"], f"{d}_failed": m["n_failed"]})
+        row.update(gap=gap["diff"], gap_low=gap["low"], gap_high=gap["high"])
+        for d in ("bench", "target"):
+            row.update(_vs_seed(r, seed_rows, d, s) if seed_rows is not None else {})
+        out.append(row)
+    table = pd.DataFrame(out)
+    table.attrs["ci"] = (f"{level} percentile bootstrap over pairs (B={s.n_boot}); gap: two-sample bootstrap "
+                         f"(bench and target resampled separately); Δ vs seed: paired bootstrap over the same pairs")
+    return table
+
+
+def _vs_seed(r: pd.DataFrame, seed_rows: pd.DataFrame, domain: str, s: DriftSettings) -> dict[str, Any]:
+    mine = r[r["domain"] == domain].set_index("pair_id")
+    base = seed_rows.loc[mine.index]
+    a = credit(mine["status"], s.tie_credit)
+    b = credit(base["status"], s.tie_credit)
+    both = ~np.isnan(a) & ~np.isnan(b)
+    key = f"d_{domain}"
+    if not both.any():
+        return {key: np.nan, f"{key}_low": np.nan, f"{key}_high": np.nan, f"{key}_p": np.nan, f"{key}_n": 0}
+    pb = paired_bootstrap(a[both], b[both], n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence)
+    return {key: pb["diff"], f"{key}_low": pb["low"], f"{key}_high": pb["high"], f"{key}_p": pb["p_value"],
+            f"{key}_n": int(both.sum())}

@@ -1,0 +1,308 @@
+"""DVC stage `drift` (one instance per benchmark–target setting of ``data.ripd``): the biased rubric search
+and its baselines under one validation budget, selection on val and the comparison on test (seed 003
+Tables 1–2), the stealth check and transfer. The search runs as an Optuna study over its tolerance knobs
+(ε_train, population, rounds); every candidate is an MLflow nested run and a line of the archive."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pandas as pd
+
+from rubriclab.audit import to_markdown
+from rubriclab.config import find_project_dir, get, load_params
+from rubriclab.data import read_pairs
+from rubriclab.drift import (
+    DriftContext,
+    DriftData,
+    DriftSettings,
+    archive_frame,
+    archive_lines,
+    report_on_test,
+    run_method,
+    selected_template,
+    stealth_check,
+    transfer,
+)
+from rubriclab.drift._outputs import LABELS, comparison_figure, comparison_markdown, method_rows, transfer_markdown
+from rubriclab.errors import ConfigError
+from rubriclab.judging import PairwiseRubric, load_pairwise_rubric
+from rubriclab.llm import gateway_from_params, panel, roles_from_params
+from rubriclab.repair import grid_results, run_grid, study_storage
+from rubriclab.rubrics import JudgeTemplate, write_ripd
+from rubriclab.stages.audit import embedded_note
+from rubriclab.tracking import stage_run, write_metrics_json
+
+KNOBS = ("eps_train", "population", "rounds")
+
+
+def load_data(project: Path, setting: str, limits: dict[str, Any] | None = None) -> DriftData:
+    """The six splits of ``outputs/data/ripd/<setting>``, each cut to ``limits[split]`` pairs (None: all)."""
+    base = project / "outputs/data/ripd" / setting
+    limits = dict(limits or {})
+    splits = {}
+    for domain in ("bench", "target"):
+        for split in ("train", "val", "test"):
+            path = base / f"{domain}_{split}.parquet"
+            if not path.exists():
+                raise ConfigError(f"{path}: missing; run `dvc repro data` (data.ripd.{setting})")
+            pairs = read_pairs(path)
+            cap = limits.get(split)
+            splits[(domain, split)] = pairs[: int(cap)] if cap is not None else pairs
+    for split in ("val", "test"):
+        for domain in ("bench", "target"):
+            if not splits[(domain, split)]:
+                raise ConfigError(f"{base}/{domain}_{split}.parquet is empty; drift needs {domain} {split} pairs "
+                                  f"(data.ripd.{setting}.{split})")
+    return DriftData.of(splits)
+
+
+def seed_template(project: Path, cfg: dict[str, Any], setting: str, seed_file: Path | None = None) -> JudgeTemplate:
+    spec = seed_file or (cfg.get("seed_rubrics") or {}).get(setting)
+    if not spec:
+        raise ConfigError(f"params.yaml: drift.seed_rubrics.{setting} is not set; give the seed judge template "
+                          "(a {\"name\", \"template\"} file or a RIPD .jsonl)")
+    path = Path(spec) if Path(spec).is_absolute() else project / spec
+    rubric = load_pairwise_rubric(path)
+    if rubric.template is None:
+        raise ConfigError(f"{path}: the drift search rewrites a whole judge template; this file is a criteria list "
+                          "(the drift gate, `rubriclab drift check`, takes criteria lists)")
+    return rubric.template
+
+
+def grid_of(cfg: dict[str, Any], settings: DriftSettings) -> list[dict[str, Any]]:
+    """Study grid over (ε_train, population, rounds); the configured point comes first."""
+    grid_cfg = dict((cfg.get("study") or {}).get("grid") or {})
+    base = {k: getattr(settings, k) for k in KNOBS}
+    values = {k: list(grid_cfg.get(k) or [base[k]]) for k in KNOBS}
+    points = [base]
+    for e in values["eps_train"]:
+        for p in values["population"]:
+            for r in values["rounds"]:
+                pt = {"eps_train": float(e), "population": int(p), "rounds": int(r)}
+                if pt not in points:
+                    points.append(pt)
+    return points
+
+
+def _study_name(setting: str, seed: JudgeTemplate, settings: DriftSettings, data: DriftData, models: list[str]) -> str:
+    blob = json.dumps([setting, seed.text, repr(settings), data.counts(), models], sort_keys=True, default=str)
+    return f"drift-{setting}-{hashlib.sha256(blob.encode()).hexdigest()[:12]}"
+
+
+def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed_file: Path | None = None,
+                    out_dir: Path | None = None, storage_url: str | None = None) -> dict[str, Any]:
+    """Run the drift search, baselines, selection and reports for ``setting``; write ``outputs/drift/<setting>``
+    and ``metrics/drift/<setting>.json`` (an ad-hoc run with ``out_dir`` writes only that folder)."""
+    cfg = dict(get(params, "drift", {}) or {})
+    settings = DriftSettings.from_params(cfg, data_seed=int(get(params, "data.seed", 42)))
+    data = load_data(project, setting, cfg.get("limits"))
+    seed = seed_template(project, cfg, setting, seed_file)
+    roles = roles_from_params(params)
+    for needed in ("judge", "refiner"):
+        if needed not in roles:
+            raise ConfigError(f"params.yaml: llm.roles.{needed} is not configured; drift needs it")
+    judge, refiner = panel(roles["judge"])[0], panel(roles["refiner"])[0]
+    evaluator = panel(roles["evaluator"])[0] if "evaluator" in roles else None
+    stealth_runs = int((cfg.get("stealth") or {}).get("runs", 30))
+    transfer_models = list((cfg.get("transfer") or {}).get("judges") or [])
+    used = [judge, refiner] + ([evaluator] if evaluator is not None and stealth_runs else [])
+    models = sorted({f"{r.name}={r.model}" for r in used} | {f"transfer={m}" for m in transfer_models})
+    embedded = sorted({r.name for r in used if r.model.startswith("local/")}
+                      | {"transfer" for m in transfer_models if m.startswith("local/")})
+    gateway = gateway_from_params(params, stage=f"drift@{setting}", project_dir=project)
+    templates_dir = get(params, "llm.templates_dir", None)
+    ctx = DriftContext(seed=seed, data=data, gateway=gateway, judge=judge, refiner=refiner, settings=settings,
+                       templates_dir=templates_dir)
+    out = out_dir or project / "outputs/drift" / setting
+    out.mkdir(parents=True, exist_ok=True)
+    grid = grid_of(cfg, settings)
+    flat: dict[str, Any] = {}
+    with stage_run("drift", f"drift@{setting}", params, project, experiment=get(params, "tracking.experiment", "rubriclab"),
+                   tags={"setting": setting, "models": ", ".join(models), "embedded_model": str(bool(embedded)),
+                         "adhoc": str(out_dir is not None)}) as run:
+        results: dict[str, dict[str, Any]] = {}
+        for method in settings.methods:
+            if method != "ours":
+                results[method] = run_method(ctx, method)
+        ours_points: dict[int, dict[str, Any]] = {}
+        if "ours" in settings.methods:
+            storage = study_storage(storage_url or get(params, "drift.study.storage", None),
+                                    journal=out / "study.journal")
+
+            def label_of(point: dict[str, Any]) -> str:
+                return "ours" if grid.index(point) == 0 else f"ours{grid.index(point)}"
+
+            def objective(trial: optuna.Trial, point: dict[str, Any]) -> float:
+                res = run_method(ctx, "ours", settings.with_(**point), label=label_of(point))
+                ours_points[grid.index(point)] = res
+                value = (res["selected"].val if res["selected"] is not None else ctx.seed_val)["target"]["agreement"]
+                trial.set_user_attr("selected", res["selected"].prompt_id if res["selected"] else "seed")
+                trial.set_user_attr("reason", res["reason"])
+                if not math.isfinite(value):
+                    raise optuna.TrialPruned("target-val agreement undefined (no judged target val pair)")
+                return value
+
+            study = run_grid(_study_name(setting, seed, settings, data, models), storage, grid, objective,
+                             directions=("minimize",))
+            for i, point in enumerate(grid):  # points another worker ran: recomputed from the call store
+                if i not in ours_points:
+                    ours_points[i] = run_method(ctx, "ours", settings.with_(**point), label=label_of(point))
+            results["ours"] = ours_points[0]
+            table = grid_results(study).drop(columns=["values"])
+            table["selected"] = [ours_points[grid.index({k: (int(r[k]) if k != "eps_train" else float(r[k]))
+                                                         for k in KNOBS})]["reason"] for _, r in table.iterrows()]
+            table.to_csv(out / "study.csv", index=False)
+        order = [m for m in ("seed", "random", "icl", "textgrad", "ours") if m in results]
+        chosen = {m: selected_template(ctx, results[m]) for m in order}
+        comparison = report_on_test(chosen, data=data, judging=ctx.judging, settings=settings)
+        stealth = _stealth(ctx, chosen, evaluator, stealth_runs, gateway, templates_dir, settings)
+        if not stealth.empty:
+            ci = comparison.attrs["ci"]
+            comparison = comparison.merge(stealth[["method", "win_rate", "win_low", "win_high", "runs_n",
+                                                   "runs_failed"]], on="method", how="left")
+            comparison.attrs["ci"] = ci
+        comparison.to_csv(out / "comparison.csv", index=False)
+        trans = _transfer(ctx, chosen, judge, transfer_models, gateway, settings)
+        trans.to_csv(out / "transfer.csv", index=False)
+        selection = method_rows({m: results[m] for m in order}, ctx.seed_val)
+        selection.to_csv(out / "selection.csv", index=False)
+        archive = archive_frame(ctx)
+        archive.to_csv(out / "archive.csv", index=False)
+        write_ripd(archive_lines(ctx), out / "archive.jsonl")
+        selected_lines = [{"prompt_id": "seed", "gen_step": 0, "prompt": seed.text}]
+        for m in order:
+            if m != "seed":
+                sel = results[m]["selected"]
+                selected_lines.append({"prompt_id": m, "parent_prompt_id": "seed", "prompt": chosen[m].text,
+                                       "candidate": sel.prompt_id if sel is not None else "seed",
+                                       "reason": results[m]["reason"]})
+        write_ripd(selected_lines, out / "selected.jsonl")  # RIPD format; the last line is the search's choice
+        rounds = pd.DataFrame(results["ours"]["extra"].get("rounds", [])) if "ours" in results else pd.DataFrame()
+        rounds.to_csv(out / "rounds.csv", index=False)
+        steps = pd.DataFrame(results["textgrad"]["extra"].get("steps", [])) if "textgrad" in results else pd.DataFrame()
+        steps.to_csv(out / "textgrad_steps.csv", index=False)
+        caption = (f"Test: bench n={comparison['bench_n'].iloc[0]}, target n={comparison['target_n'].iloc[0]} pairs; "
+                   f"bars: {comparison.attrs['ci']}. Models: {', '.join(models)}."
+                   + (" Embedded model: the pipeline runs; these are not findings." if embedded else ""))
+        fig = comparison_figure(comparison, f"Benchmark vs target agreement on test: {setting}", caption)
+        fig.savefig(out / "comparison.png", dpi=120)
+        run.log_figure(fig, "comparison.png")
+        summary = _summary(setting, data, seed, settings, models, embedded, comparison, selection, trans, ctx, grid)
+        (out / "summary.md").write_text(summary)
+        for name in ("summary.md", "comparison.csv", "archive.jsonl", "archive.csv", "selected.jsonl"):
+            run.log_artifact(out / name)
+        _log_candidates(run, ctx, setting)
+        for r in comparison.to_dict("records"):
+            for k in ("bench", "target", "gap", "d_target", "d_bench", "win_rate"):
+                if k in r and isinstance(r[k], float) and math.isfinite(r[k]):
+                    flat[f"{r['method']}.test_{k}"] = r[k]
+        flat["seed.val_bench"] = ctx.seed_val["bench"]["agreement"]
+        flat["seed.val_target"] = ctx.seed_val["target"]["agreement"]
+        flat["candidates.proposed"] = len(ctx.registry.candidates)
+        flat["candidates.usable"] = sum(c.usable for c in ctx.registry.candidates)
+        for rule, n in ctx.registry.rejected().items():
+            flat[f"candidates.rejected.{rule}"] = n
+        run.log_metrics(flat)
+    if out_dir is None:
+        write_metrics_json(project / "metrics/drift" / f"{setting}.json", flat)
+    return {"out": out, "comparison": comparison, "selection": selection, "ctx": ctx, "results": results,
+            "metrics": flat, "summary": summary}
+
+
+def _stealth(ctx, chosen, evaluator, runs, gateway, templates_dir, settings) -> pd.DataFrame:
+    rows = []
+    if evaluator is None or not runs:
+        return pd.DataFrame()
+    for m, tpl in chosen.items():
+        if m == "seed" or tpl.text == ctx.seed.text:
+            continue
+        r = stealth_check(ctx.seed, tpl, gateway=gateway, evaluator=evaluator, runs=runs, seed_value=settings.seed,
+                          templates_dir=templates_dir, n_boot=settings.n_boot, confidence=settings.confidence)
+        rows.append({"method": m, "win_rate": r["win_rate"], "win_low": r["low"], "win_high": r["high"],
+                     "runs_n": r["n"], "runs_failed": r["n_failed"]})
+    return pd.DataFrame(rows)
+
+
+def _transfer(ctx, chosen, judge, models, gateway, settings) -> pd.DataFrame:
+    if not models:
+        return pd.DataFrame(columns=["judge", "rubric"])
+    judges = [judge.with_(model=m) for m in models]
+    rubrics = {m: PairwiseRubric.of(chosen[m], name=m) for m in ("seed", "ours") if m in chosen}
+    return transfer(rubrics, ctx.data.both("test"), gateway=gateway, judges=judges, seed=settings.seed,
+                    tie_credit=settings.tie_credit, n_boot=settings.n_boot, confidence=settings.confidence,
+                    bench_domain="bench", target_domain="target", samples=settings.samples)
+
+
+def _log_candidates(run, ctx: DriftContext, setting: str) -> None:
+    """One nested MLflow run per usable candidate: lineage, numbers and the rubric text."""
+    for c in ctx.registry.candidates:
+        if not c.usable:
+            continue
+        with run.trial(f"drift@{setting}-{c.prompt_id}", {"method": c.method, "prompt_id": c.prompt_id,
+                                                          "parent_prompt_id": c.parent or "", "gen_step": c.gen_step}) as t:
+            metrics = {}
+            for r, m in c.train.items():
+                metrics.update({f"train_r{r}_bench": m["bench"], f"train_r{r}_target": m["target"]})
+            for d in ("bench", "target"):
+                if c.val:
+                    metrics[f"val_{d}"] = c.val[d]["agreement"]
+            t.log_metrics(metrics)
+            t.log_dict({"prompt_id": c.prompt_id, "prompt": c.text}, "rubric.json")
+
+
+def _summary(setting, data, seed, settings, models, embedded, comparison, selection, trans, ctx, grid) -> str:
+    counts = data.counts()
+    md = [f"# Rubric-induced preference drift: {setting}", "", f"Models: {', '.join(models)}", ""]
+    note = embedded_note(embedded)
+    if note:
+        md += [f"> {note}", ""]
+    md += [f"Seed rubric: `{seed.name}`. Splits (pairs): bench train/val/test {counts['bench_train']}/"
+           f"{counts['bench_val']}/{counts['bench_test']}, target train/val/test {counts['target_train']}/"
+           f"{counts['target_val']}/{counts['target_test']}. Validation budget: {settings.val_budget} candidates "
+           f"per method. Search: population {settings.population}, T={settings.rounds} rounds, subsample "
+           f"{settings.subsample:g}, ε_train={settings.eps_train:g}, k={settings.top_k}, t={settings.children} "
+           f"children; study grid of {len(grid)} point(s) (study.csv; the first is the configured one).", "",
+           "## Method comparison on test (seed 003 Tables 1–2)", "",
+           f"Intervals: {comparison.attrs['ci']}. Agreement counts a tie as {settings.tie_credit:g} and leaves "
+           "failed verdicts out (counted in the last column).", "",
+           comparison_markdown(comparison), ""]
+    if "win_rate" in comparison:
+        md += ["Stealth check (refined vs seed rubric quality, independent evaluator, randomised order, ties 0.5): "
+               + "; ".join(f"{LABELS.get(r['method'], r['method'])} {r['win_rate']:.2f} [{r['win_low']:.2f}, "
+                           f"{r['win_high']:.2f}] (n={int(r['runs_n'])} runs, {int(r['runs_failed'])} failed)"
+                           for r in comparison.to_dict("records") if isinstance(r.get("win_rate"), float)
+                           and math.isfinite(r["win_rate"])) + ".", ""]
+    md += ["## Selection on val (Eq. 5–6: feasible = bench-val ≥ seed's; lowest target-val)", "",
+           to_markdown(selection.round(3).fillna("—")), ""]
+    rej = ctx.registry.rejected()
+    md += [f"Candidates proposed: {len(ctx.registry.candidates)}; usable: "
+           f"{sum(c.usable for c in ctx.registry.candidates)}; not used, by reason: "
+           + (", ".join(f"{k} {v}" for k, v in sorted(rej.items())) or "none") + ".", ""]
+    if not trans.empty:
+        md += ["## Transfer to other judge models (test)", "", f"Intervals: {comparison.attrs['ci']}.", "",
+               transfer_markdown(trans), ""]
+    md += ["Files: `comparison.csv`, `comparison.png`, `selection.csv`, `archive.jsonl` (RIPD format), "
+           "`archive.csv`, `selected.jsonl` (RIPD format; last line = the search's choice), `rounds.csv`, "
+           "`textgrad_steps.csv`, `study.csv`, `transfer.csv`.", ""]
+    return "\n".join(md)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rubriclab.stages.drift")
+    ap.add_argument("--setting", required=True)
+    args = ap.parse_args(argv)
+    project = find_project_dir()
+    run_drift_stage(load_params(project / "params.yaml"), project, args.setting)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

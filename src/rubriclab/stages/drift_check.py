@@ -1,0 +1,240 @@
+"""`rubriclab drift check`: the drift gate for a rubric edit, with the project's params, call store and
+MLflow. Loads the two rubrics and the data, groups pairs by domain or by prompt cluster, runs
+``rubriclab.drift.drift_check``, writes the report (``outputs/drift_check/`` by default) and logs one
+MLflow run (``drift_check@<old>-><new>``) with the report as artifacts.
+
+Optional settings under ``drift.gate`` in params.yaml (defaults in ``GATE_DEFAULTS``): ``alpha``, ``power``,
+``confidence``, ``n_boot``, ``tie_credit``, ``epsilon``, ``samples``, ``seed`` (default ``data.seed``),
+``max_clusters``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rubriclab.config import get
+from rubriclab.data import FORMATS, Pair, load_source_detailed, read_pairs, read_rows, stable_hash
+from rubriclab.drift import DriftCheck, drift_check, prompt_clusters, write_gate_report
+from rubriclab.errors import ConfigError, InputError
+from rubriclab.judging import PairwiseRubric, load_pairwise_rubric
+from rubriclab.llm import gateway_from_params, panel, prepare_roles, roles_from_params
+from rubriclab.stages.audit import EMBEDDED_NOTE
+from rubriclab.tracking import stage_run
+
+GATE_DEFAULTS: dict[str, Any] = {"alpha": 0.05, "power": 0.8, "confidence": 0.95, "n_boot": 2000, "tie_credit": 0.0,
+                                 "epsilon": 0.05, "samples": 1, "seed": None, "max_clusters": 12}
+PAIR_COLUMNS = {"id", "domain", "prompt", "chosen", "rejected"}
+GROUPINGS = ("auto", "domain", "cluster")
+
+
+def gate_settings(params: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+    """``drift.gate`` merged over ``GATE_DEFAULTS``, then the non-None ``overrides`` (CLI options)."""
+    cfg = get(params, "drift.gate", None) or {}
+    if not isinstance(cfg, dict):
+        raise ConfigError(f"params.yaml: drift.gate is a {type(cfg).__name__}; expected a mapping")
+    unknown = sorted(set(cfg) - set(GATE_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"params.yaml: drift.gate: unknown key(s) {', '.join(unknown)}; expected some of: "
+                          f"{', '.join(GATE_DEFAULTS)}")
+    out = {**GATE_DEFAULTS, **cfg, **{k: v for k, v in overrides.items() if v is not None}}
+    if out["seed"] is None:
+        out["seed"] = int(get(params, "data.seed", 0) or 0)
+    return out
+
+
+def load_rubric(path: str | Path, prompt_id: str | None, label: str) -> PairwiseRubric:
+    """A rubric file (RIPD JSON lines with ``prompt_id`` — default the last line —, judge template, rubric set,
+    criteria list, markdown) as a PairwiseRubric; errors name the file and say which side it is."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("not found" if not p.exists() else "is not a file", file=str(p), field=label,
+                         expected="a rubric file (RIPD .jsonl, judge template, rubric set, criteria list, .md)")
+    return load_pairwise_rubric(p, prompt_id)
+
+
+def detect_layout(path: Path) -> str:
+    """``pairs`` (canonical pair records), ``columns`` (plain prompt/chosen/rejected columns) or the name of
+    the dataset parser whose columns the file has (``hh_rlhf``, ``ultrafeedback``, ``helpsteer3``, …)."""
+    rows = read_rows(path)
+    if not rows:
+        raise InputError("file has no rows", file=str(path), expected="at least one preference pair")
+    cols = {key for _, row in rows for key in row}
+    if PAIR_COLUMNS <= cols:
+        return "pairs"
+    if {"prompt", "chosen", "rejected"} <= cols:
+        return "columns" if isinstance(rows[0][1].get("chosen"), str) else "ultrafeedback"
+    if {"chosen", "rejected"} <= cols:
+        return "hh_rlhf"
+    for name, f in FORMATS.items():
+        if name not in ("hh_rlhf", "ultrafeedback", "arena_expert") and set(f.required) <= cols:
+            return name
+    raise InputError(f"no known layout for columns {', '.join(sorted(cols))}", file=str(path),
+                     expected="canonical pairs (id, domain, prompt, chosen, rejected), prompt/chosen/rejected "
+                              f"columns, or a dataset layout named with --format ({', '.join(sorted(FORMATS))})")
+
+
+def load_file(path: Path, *, fmt: str | None = None, domain_field: str | None = None,
+              seed: int = 0) -> tuple[list[Pair], Counter]:
+    """Pairs from one local file, in any layout the data package reads. ``fmt``: ``pairs`` (canonical
+    records, e.g. a data-stage split parquet), ``columns`` (prompt/chosen/rejected, optional id/domain) or a
+    dataset parser name (``hh_rlhf``, ``ultrafeedback``, ``helpsteer3``, ``arena``, ``pku_saferlhf``, ``rmb``);
+    default: detected from the file's columns."""
+    known = ("pairs", "columns", *FORMATS)
+    if fmt is not None and fmt not in known:
+        raise ConfigError(f"--format {fmt!r}: unknown; expected one of: {', '.join(known)}")
+    fmt = fmt or detect_layout(path)
+    if fmt == "pairs":
+        return read_pairs(path), Counter()
+    spec: dict[str, Any] = {"loader": "local", "path": str(path.resolve())}
+    if fmt != "columns":
+        spec["dataset"] = fmt
+    elif domain_field and domain_field != "domain":
+        spec["meta_columns"] = [domain_field]  # relabelled from meta by load_gate_data
+    result = load_source_detailed(spec, path.parent, name=path.stem, seed=seed)
+    return result.pairs, result.drops
+
+
+def load_gate_data(specs: list[str], params: dict[str, Any], project: Path, *, fmt: str | None = None,
+                   domain_field: str | None = None) -> tuple[list[Pair], list[str]]:
+    """Pairs from each ``--data`` value: a file (cwd, then project relative) or a ``data.sources.<name>``
+    entry; ``domain_field`` relabels domains from that field. Returns the pairs and notes (drops, sources)."""
+    if not specs:
+        raise ConfigError("drift check: --data is required (a pair file or a data.sources name)")
+    sources = get(params, "data.sources", None) or {}
+    seed = int(get(params, "data.seed", 42) or 42)
+    pairs: list[Pair] = []
+    notes = []
+    for spec in specs:
+        path = next((p for p in (Path(spec), project / spec) if p.is_file()), None)
+        if path is not None:
+            got, drops = load_file(path, fmt=fmt, domain_field=domain_field, seed=seed)
+            where = str(path)
+        elif spec in sources:
+            got, drops = _load_source(sources[spec], spec, project, seed)
+            where = f"data.sources.{spec}"
+        else:
+            raise InputError("is neither a file nor a data.sources entry", file=spec, field="--data",
+                             expected="a pair file (jsonl/json/parquet/csv) or one of: "
+                                      f"{', '.join(sorted(sources)) or '(no data.sources in params.yaml)'}")
+        if domain_field and domain_field != "domain":
+            got = [_relabel(p, domain_field, where) for p in got]
+        dropped = sum(drops.values())
+        notes.append(f"{where}: {len(got)} pairs" + (f" ({dropped} rows dropped: "
+                                                    f"{', '.join(f'{k} {v}' for k, v in sorted(drops.items()))})"
+                                                    if dropped else ""))
+        pairs += got
+    seen: set[str] = set()
+    for p in pairs:
+        if p.id in seen:
+            raise InputError(f"pair id {p.id!r} appears more than once across --data", field="--data",
+                             expected="each pair once (no file or source given twice)")
+        seen.add(p.id)
+    if not pairs:
+        raise InputError("no pairs loaded", field="--data", expected="at least one preference pair")
+    return pairs, notes
+
+
+def _load_source(spec: Any, name: str, project: Path, seed: int) -> tuple[list[Pair], Counter]:
+    res = load_source_detailed(spec, project, name=name, seed=seed)
+    return res.pairs, res.drops
+
+
+def _relabel(p: Pair, field: str, where: str) -> Pair:
+    value = p.meta.get(field)
+    if value in (None, ""):
+        raise InputError(f"pair {p.id!r} has no value", file=where, field=field,
+                         expected=f"a '{field}' field on every pair (--domain-field)")
+    return Pair(id=p.id, domain=str(value), prompt=p.prompt, chosen=p.chosen, rejected=p.rejected,
+                meta={**p.meta, "original_domain": p.domain})
+
+
+def limit_per_domain(pairs: list[Pair], limit: int | None, seed: int) -> list[Pair]:
+    """At most ``limit`` pairs per domain, a seeded choice by id hash (order kept)."""
+    if not limit:
+        return pairs
+    by: dict[str, list[Pair]] = {}
+    for p in pairs:
+        by.setdefault(p.domain, []).append(p)
+    keep = {p.id for group in by.values()
+            for p in sorted(group, key=lambda q: stable_hash("drift-gate-limit", seed, q.id))[:limit]}
+    return [p for p in pairs if p.id in keep]
+
+
+def run_drift_check(params: dict[str, Any], project: Path, *, old: str | Path, new: str | Path,
+                    data: list[str], old_id: str | None = None, new_id: str | None = None, fmt: str | None = None,
+                    domain_field: str | None = None, by: str = "auto", bench: str | None = None,
+                    clusters: int | None = None, limit: int | None = None, out_dir: Path | None = None,
+                    judge_model: str | None = None, track: bool = True, **overrides: Any) -> dict[str, Any]:
+    """Run the gate; returns ``{"result": DriftCheck, "out": folder, "paths", "run_id", "note"}``.
+    ``overrides``: ``alpha``, ``samples``, ``epsilon``, … over ``drift.gate`` (None = keep)."""
+    if by not in GROUPINGS:
+        raise ConfigError(f"--by {by!r}; expected one of: {', '.join(GROUPINGS)}")
+    cfg = gate_settings(params, **overrides)
+    old_r = load_rubric(old, old_id, "--old")
+    new_r = load_rubric(new, new_id, "--new")
+    if old_r.name == new_r.name:  # e.g. two lines of one RIPD file keep their ids; two files named alike don't
+        old_r, new_r = (PairwiseRubric(name=f"old:{old_r.name}", template=old_r.template, rubric_set=old_r.rubric_set),
+                        PairwiseRubric(name=f"new:{new_r.name}", template=new_r.template, rubric_set=new_r.rubric_set))
+    pairs, notes = load_gate_data(list(data), params, project, fmt=fmt, domain_field=domain_field)
+    roles = roles_from_params(params)
+    if "judge" not in roles:
+        raise ConfigError("params.yaml: llm.roles.judge is not configured; the drift gate needs a judge model")
+    judge = panel(roles["judge"])[0]
+    if judge_model:
+        judge = judge.with_(model=judge_model, name="judge")
+    prepare_roles({"judge": judge})
+    gateway = gateway_from_params(params, stage="drift_check", project_dir=project)
+    domains = sorted({p.domain for p in pairs})
+    grouping = by if by != "auto" else ("domain" if len(domains) >= 2 else "cluster")
+    cluster_table = None
+    if grouping == "cluster":
+        if bench:
+            raise ConfigError("--bench names a domain, but the pairs are grouped by prompt cluster "
+                              f"(domains in the data: {', '.join(domains)}); use --by domain")
+        if "embedder" not in roles:
+            raise ConfigError("params.yaml: llm.roles.embedder is not configured; clustering prompts needs it "
+                              "(or give data with domain labels / --domain-field)")
+        embedder = panel(roles["embedder"])[0]
+        prepare_roles({"embedder": embedder})
+        pairs, cluster_table = prompt_clusters(pairs, embedder=embedder, store=gateway.store, k=clusters,
+                                               seed=cfg["seed"], max_k=int(cfg["max_clusters"]), progress=True)
+        notes.append(f"no domain labels used: {len(cluster_table)} prompt clusters (k-means on "
+                     f"{embedder.model} embeddings)")
+    if limit:
+        pairs = limit_per_domain(pairs, limit, cfg["seed"])
+        notes.append(f"--limit {limit}: at most {limit} pairs per {grouping} (seeded choice), {len(pairs)} in all")
+    embedded = judge.model.startswith("local/")
+    note = (EMBEDDED_NOTE + " This gate's pass on it is not evidence that the edit is safe.") if embedded else None
+    result = drift_check(old_r, new_r, pairs, gateway=gateway, judge=judge, seed=int(cfg["seed"]), bench_domain=bench,
+                         alpha=float(cfg["alpha"]), power=float(cfg["power"]), n_boot=int(cfg["n_boot"]),
+                         confidence=float(cfg["confidence"]), tie_credit=float(cfg["tie_credit"]),
+                         epsilon=float(cfg["epsilon"]), samples=int(cfg["samples"]),
+                         templates_dir=get(params, "llm.templates_dir", None), grouping=grouping)
+    result.old["source"], result.new["source"] = str(old), str(new)
+    result.notes = notes + result.notes
+    out = Path(out_dir) if out_dir else project / "outputs/drift_check"
+    paths = write_gate_report(result, out, clusters=cluster_table, note=note)
+    run_id = _track(result, params, project, paths, embedded) if track else None
+    return {"result": result, "out": out, "paths": paths, "run_id": run_id, "note": note}
+
+
+def _track(result: DriftCheck, params: dict[str, Any], project: Path, paths: dict[str, Path], embedded: bool) -> str:
+    name = f"drift_check@{result.old['name']}->{result.new['name']}"
+    tags = {"old_rubric": result.old["name"], "new_rubric": result.new["name"], "old_digest": result.old["digest"],
+            "new_digest": result.new["digest"], "judge": result.settings["judge"], "flagged": str(result.flagged),
+            "flags": ", ".join(f["kind"] for f in result.flags) or "none", "embedded_model": str(embedded),
+            "verdict": result.verdict}
+    with stage_run("drift_check", name, params, project, experiment=get(params, "tracking.experiment", "rubriclab"),
+                   tags=tags) as run:
+        metrics: dict[str, Any] = {"flagged": int(result.flagged), "n_flipped": len(result.flipped)}
+        for r in result.domains.to_dict(orient="records"):
+            for k in ("n", "n_failed_either", "agreement_old", "agreement_new", "diff", "ci_low", "ci_high",
+                      "p_value", "q_value", "mde"):
+                metrics[f"{r['domain']}.{k}"] = r[k]
+        run.log_metrics(metrics)
+        run.log_table(result.domains, "domains.json")
+        for path in paths.values():
+            run.log_artifact(path)
+        return run.run_id
