@@ -25,7 +25,16 @@ import pandas as pd
 from rubriclab.data import Pair
 from rubriclab.errors import InputError, ParseFailure
 from rubriclab.judging import PairwiseRubric, agreement, credit, judge_pairs
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, distinct_draws, extract_json, load_prompt, register_prompt
+from rubriclab.llm import (
+    CallRequest,
+    Gateway,
+    RoleSpec,
+    answer_format,
+    distinct_draws,
+    load_prompt,
+    register_answer_kind,
+    register_prompt,
+)
 from rubriclab.rubrics import JudgeTemplate, RubricSet
 from rubriclab.stats import item_bootstrap, two_sample_bootstrap
 
@@ -85,25 +94,7 @@ def parse_stealth_verdict(text: str) -> str:
     return found[-1]
 
 
-def _stealth_answer_format(role: RoleSpec) -> dict[str, Any]:
-    """CallRequest fields for a 1/2/tie answer: the text parser, or (``use_schema`` roles, e.g. the
-    embedded model) a JSON schema the decoder enforces with a small token budget."""
-    if not role.use_schema:
-        return {"role": role, "parser": parse_stealth_verdict}
-
-    def parse(text: str) -> str:
-        data = extract_json(text)
-        if not isinstance(data, dict) or "answer" not in data:
-            raise ParseFailure(f"expected {{\"answer\": …}}, got {_snippet(text)!r}")
-        value = data["answer"]
-        if value not in STEALTH_VERDICTS:
-            raise ParseFailure(f"answer {value!r} is not one of {list(STEALTH_VERDICTS)}")
-        return value
-
-    schema = {"type": "object", "properties": {"answer": {"type": "string", "enum": list(STEALTH_VERDICTS)}},
-              "required": ["answer"]}
-    return {"role": role.with_(max_tokens=min(role.max_tokens, 16)), "parser": parse,
-            "response_format": {"type": "json_object", "schema": schema}}
+register_answer_kind(STEALTH_PROMPT, parse_stealth_verdict, list(STEALTH_VERDICTS))
 
 
 def rubric_text(rubric: PairwiseRubric | JudgeTemplate | RubricSet | str) -> str:
@@ -135,7 +126,7 @@ def stealth_check(seed: PairwiseRubric | JudgeTemplate | RubricSet | str,
     seed_text, refined_text = rubric_text(seed), rubric_text(refined)
     positions = np.random.default_rng(seed_value).integers(1, 3, size=runs).tolist()
     prompt = load_prompt(STEALTH_PROMPT, templates_dir)
-    fmt = _stealth_answer_format(evaluator)
+    fmt = answer_format(evaluator, STEALTH_PROMPT)
     requests = []
     for run, pos in enumerate(positions):
         r1, r2 = (refined_text, seed_text) if pos == 1 else (seed_text, refined_text)

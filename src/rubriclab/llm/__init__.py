@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rubriclab.llm._answers import KINDS, answer_format, parse_exploit, parse_verdict_line
+from rubriclab.llm._answers import KINDS, answer_format, parse_exploit, parse_verdict_line, register_answer_kind
 from rubriclab.llm._draws import distinct_draws, draw_identity
 from rubriclab.llm._embed import embed_texts
 from rubriclab.llm._gateway import CallRequest, CallResult, Gateway
@@ -50,7 +50,7 @@ def gateway_from_params(params: dict[str, Any], stage: str, project_dir: Path, p
 
 
 __all__ = [
-    "KINDS", "answer_format", "parse_exploit", "parse_verdict_line",
+    "KINDS", "answer_format", "parse_exploit", "parse_verdict_line", "register_answer_kind",
     "distinct_draws", "draw_identity",
     "CallRecord", "CallRequest", "CallResult", "CallStore", "DEFAULT_STORE", "Gateway", "LocalProvider", "PROMPTS",
     "PromptTemplate", "ROLES", "RoleSpec", "SQLiteCallStore", "call_key", "embed_texts", "extract_json",

@@ -88,6 +88,12 @@ KINDS: dict[str, tuple[Callable[[str], Any], dict[str, Any], Callable[[Any], Any
 }
 
 
+def register_answer_kind(kind: str, text_parser: Callable[[str], Any], values: list[str]) -> None:
+    """Declare a fixed-choice answer ``kind`` (e.g. a stage's own verdict markers): ``text_parser`` reads a
+    real model's reply; a schema role gets a JSON enum of ``values`` and its answer is returned as is."""
+    KINDS[kind] = (text_parser, _enum(list(values)), _choice(list(values), str))
+
+
 def answer_format(role: RoleSpec, kind: str) -> dict[str, Any]:
     """CallRequest fields (``parser``, ``response_format``, and a role with a small ``max_tokens``
     when schema-constrained) for an answer of ``kind``."""
