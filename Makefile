@@ -24,3 +24,4 @@ bench:
 	$(VENV)/bin/python benchmarks/gateway.py
 	$(VENV)/bin/python benchmarks/repair_sweep.py
 	$(VENV)/bin/python benchmarks/drift_gate.py
+	$(VENV)/bin/python benchmarks/probe_bootstrap.py

@@ -107,6 +107,18 @@ def cmd_calibrate_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_probe(args: argparse.Namespace) -> int:
+    from rubriclab.stages.probe import run_probe_stage
+
+    params, project = _load(args)
+    out_dir = Path(args.out) if args.out else project / "outputs/probe_cli"
+    out = run_probe_stage(params, project, data_files=[Path(p) for p in args.data] or None,
+                          rubric_files=[Path(p) for p in args.rubrics] or None, out_dir=out_dir)
+    print(out["summary"])
+    print(f"outputs: {out['out']}")
+    return 0
+
+
 def cmd_drift_search(args: argparse.Namespace) -> int:
     from rubriclab.stages.drift import run_drift_stage
 
@@ -281,6 +293,17 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", default=None, help="report folder (default: outputs/drift_check)")
     q.add_argument("--no-track", action="store_true", help="do not log an MLflow run")
     q.set_defaults(func=cmd_drift_check)
+
+    p = sub.add_parser("probe", help="rubric-only probe classifiers, counterfactual flip tests and semantic analyses "
+                                     "(the `probe` stage, into its own folder)")
+    _common(p)
+    p.add_argument("--data", action="append", default=[], metavar="FILE",
+                   help="rubric-item data (HealthBench / ResearchRubrics JSON lines); repeatable; default: "
+                        "probe.datasets")
+    p.add_argument("--rubrics", action="append", default=[], metavar="FILE",
+                   help="a rubric set whose criteria are judged as items over probe.rubric_sets.pairs; repeatable")
+    p.add_argument("--out", default=None, help="output folder (default: outputs/probe_cli)")
+    p.set_defaults(func=cmd_probe)
 
     p = sub.add_parser("calls", help="calls, tokens, cost, cache hits and failures per stage and role")
     _common(p)

@@ -24,6 +24,7 @@ COLUMNS: dict[str, str] = {
     "acc_direct": "Acc direct", "decided_rate_direct": "Decided direct", "acc_per_rubric": "Acc per-rubric",
     "decided_rate_per_rubric": "Decided per-rubric", "first_position_rate_direct": "1st-pos rate",
     "swap_flip_rate_direct": "Swap-flip", "fool_rate": "Fool", "confirmation_rate": "Confirm", "vfr": "VFR",
+    "leakage": "Prior leak",
 }
 # columns with a paired comparison between sources: column -> (comparison metric, template, +1 when higher
 # is better / -1 when lower is); only these can carry a mark
@@ -31,6 +32,8 @@ COMPARED: dict[str, tuple[str, str | None, int]] = {
     "acc_direct": ("accuracy", "direct", 1), "acc_per_rubric": ("accuracy", "per_rubric", 1),
     "flip_rate": ("flip_rate", None, -1), "vfr": ("vfr", None, -1),
 }
+# columns whose value may stand without an interval for a stated reason (said in the notes column)
+EXPLAIN_NO_INTERVAL = frozenset({"leakage"})
 BEST, TIED = "★", "≈"
 LEGEND = (f"{BEST} = best, and different from every other source in the paired comparison (BH-adjusted); "
           f"{TIED} = tied for best: the paired comparison found no difference from the best. Marks only in "
@@ -121,6 +124,10 @@ def cross_source_table(card: dict[str, dict[str, Any]], comparisons: list[dict[s
                 continue
             mark = marks.get(key, {}).get(src)
             row[COLUMNS[key]] = f"{mark} {text}" if mark else text
+            entry = m.get(key)
+            if key in EXPLAIN_NO_INTERVAL and isinstance(entry, dict) and entry.get("low") is None \
+                    and entry.get("reason"):
+                notes.append(f"{COLUMNS[key]}: {entry['reason']}")
         if src == "no_rubric":
             notes.insert(0, "baseline without a rubric: only the direct-template columns apply")
         row["notes"] = "; ".join(notes)

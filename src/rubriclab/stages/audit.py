@@ -19,6 +19,7 @@ from rubriclab.audit import (
     cross_source_table,
     flat_metrics,
     interval_legend,
+    metric,
     numeric_table,
     run_audit,
     to_markdown,
@@ -119,6 +120,7 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
                          "embedded_model": str(embedded), "adhoc": str(out_dir is not None)}) as run:
         result = run_audit(rubric_sets, pool=pool, heldout=heldout, ood=ood, ctx=ctx, cfg=cfg, axes=axes)
         card = result["card"]
+        add_leakage(card, result["details"], rubric_sets, ctx)
         table = cross_source_table(card, result["comparisons"])
         numeric = numeric_table(card, result["comparisons"])
         numeric.to_csv(out / "card.csv", index=False)
@@ -171,6 +173,24 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
             "failures": result["tally"]}
 
 
+def add_leakage(card: dict[str, dict[str, Any]], details: dict[str, Any], rubric_sets: dict[str, Any],
+                ctx: AuditContext) -> None:
+    """The card's "rubric prior leakage" column: a rubric-only probe's balanced accuracy over the majority
+    baseline on the adversarial axis's genuine-response verdicts (``rubriclab.probe.rubric_prior_leakage``)."""
+    from rubriclab.probe import rubric_prior_leakage
+
+    for src, det in details.items():
+        base = (det.get("adversarial") or {}).get("baseline_items") if isinstance(det, dict) else None
+        if src not in card or src not in rubric_sets:
+            continue
+        if not base:
+            card[src]["leakage"] = metric(None, reason="no adversarial baseline verdicts (the axis was not run)")
+            continue
+        lk = rubric_prior_leakage(base, rubric_sets[src], n_boot=ctx.n_boot, confidence=ctx.confidence, seed=ctx.seed)
+        card[src]["leakage"] = metric(lk["value"], lk["low"], lk["high"], lk["n"], ci=lk["ci"],
+                                      reason=lk.get("reason"), model=lk.get("model"), n_failed=lk.get("n_failed"))
+
+
 def _settings(ctx: AuditContext, cfg: dict[str, Any]) -> dict[str, Any]:
     return {"confidence": ctx.confidence, "n_boot": ctx.n_boot, "n_boot_paired": cfg.get("n_boot_paired"),
             "seed": ctx.seed, "tie_credit": ctx.tie_credit, "alpha_orientation": ctx.alpha_orientation,
@@ -194,7 +214,10 @@ def card_markdown(dataset: str, models: list[str], axes: tuple[str, ...], pool: 
            f"α is Krippendorff's ordinal α on the 0–10 pairwise scores **{ctx.alpha_orientation}** "
            "(audit.alpha_orientation). Accuracy is over every judged held-out pair, a tie credited "
            f"{ctx.tie_credit:g} (audit.tie_credit); the Decided columns give the share of judged pairs with an "
-           "A/B verdict.", "", LEGEND, ""]
+           "A/B verdict. Prior leak (rubric prior leakage, seed 004): a probe that sees only the criterion "
+           "texts (TF-IDF + naive Bayes / logistic regression) predicts the adversarial baseline pool's verdicts "
+           f"(score ≥ τ on genuine responses) on held-out pool pairs; the cell is its balanced accuracy minus the "
+           "majority baseline's — near 0, the wording alone does not give the verdict away.", "", LEGEND, ""]
     for src, why in result["not_audited"].items():
         md += [f"- **{src}**: {why}."]
     if result["not_audited"]:

@@ -1,0 +1,414 @@
+"""Rubric-only probe classifiers: predict the judge's label (1 = rubric item satisfied) from the rubric text.
+
+Models (``PROBE_MODELS``):
+
+* ``majority`` — ``DummyClassifier(strategy="most_frequent")`` fitted on the *full* training rows without
+  weights or subsampling (the trivial baseline; balanced accuracy 0.5 by construction);
+* ``nb`` — TF-IDF (word 1–2-grams, sublinear tf) + ``MultinomialNB``; class weighting via ``sample_weight``;
+* ``lr`` — the same TF-IDF + L2 ``LogisticRegression`` (C=1) with ``class_weight``;
+* ``embed`` — ``LogisticRegression`` on vectors from a caller-supplied ``embed(list[str]) -> ndarray``
+  (each distinct text is embedded once and cached; skipped, with a reason, when ``embed`` is None).
+
+Evaluation (seed 004, App. C): a group split by ``record_id`` (``GroupShuffleSplit``, 80/20; items of one
+record are never on both sides), ``GroupKFold(cv_folds)`` cross-validation on the 80% (mean and sd of the
+fold metrics), and held-out metrics with percentile cluster-bootstrap CIs over records
+(``classification_metrics``). ``balance="subsample"`` undersamples the majority class of every *training*
+set (seeded); test sets are never altered. Failed judge labels (NaN) are counted and excluded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.dummy import DummyClassifier
+from sklearn.feature_extraction.text import TfidfVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GroupKFold, GroupShuffleSplit
+from sklearn.naive_bayes import MultinomialNB
+from sklearn.pipeline import Pipeline
+from sklearn.utils.class_weight import compute_sample_weight
+
+from rubriclab.errors import ConfigError, InputError
+from rubriclab.probe._metrics import (
+    COUNT_METRICS,
+    METRICS,
+    _weighted_auc,
+    classification_metrics,
+    metrics_from_counts,
+    metrics_table,
+    paired_metric_difference,
+)
+
+PROBE_MODELS = ("majority", "nb", "lr", "embed")
+REQUIRED_COLUMNS = ("item_id", "record_id", "criterion", "label")
+ENCODER_ERROR = ("probe.encoder is set, but fine-tuning an encoder needs a GPU; set probe.encoder: null "
+                 "(use the 'embed' model with the project's embedder role instead)")
+
+Embed = Callable[[list[str]], np.ndarray]
+
+
+class EmbeddingFeatures(BaseEstimator, TransformerMixin):
+    """Texts -> embedding matrix through ``embed``; every distinct text is embedded once (cached)."""
+
+    def __init__(self, embed: Embed | None = None) -> None:
+        self.embed = embed
+
+    def fit(self, X: Sequence[str], y: Any = None) -> EmbeddingFeatures:
+        self.transform(X)
+        return self
+
+    def transform(self, X: Sequence[str]) -> np.ndarray:
+        cache: dict[str, np.ndarray] = self.__dict__.setdefault("_cache", {})
+        texts = [str(t) for t in X]
+        missing = list(dict.fromkeys(t for t in texts if t not in cache))
+        if missing:
+            vecs = np.asarray(self.embed(missing), dtype=float)
+            if vecs.ndim != 2 or vecs.shape[0] != len(missing):
+                raise InputError(f"returned shape {vecs.shape} for {len(missing)} texts", field="embed",
+                                 expected="a 2-D array with one row per text")
+            cache.update(zip(missing, vecs))
+        return np.vstack([cache[t] for t in texts]) if texts else np.empty((0, 0))
+
+
+def _tfidf() -> TfidfVectorizer:
+    return TfidfVectorizer(lowercase=True, ngram_range=(1, 2), sublinear_tf=True)
+
+
+def _make_model(name: str, *, embed: Embed | None, class_weight: str | None, seed: int) -> Pipeline:
+    if name == "majority":
+        return Pipeline([("tfidf", _tfidf()), ("clf", DummyClassifier(strategy="most_frequent"))])
+    if name == "nb":
+        return Pipeline([("tfidf", _tfidf()), ("clf", MultinomialNB())])
+    if name == "lr":
+        return Pipeline([("tfidf", _tfidf()), ("clf", LogisticRegression(
+            C=1.0, class_weight=class_weight, max_iter=2000, random_state=seed))])
+    if name == "embed":
+        return Pipeline([("embed", EmbeddingFeatures(embed)), ("clf", LogisticRegression(
+            C=1.0, class_weight=class_weight, max_iter=2000, random_state=seed))])
+    raise ConfigError(f"probe model {name!r} is unknown; expected some of {list(PROBE_MODELS)}")
+
+
+def _check_options(models: Sequence[str], embed: Embed | None, class_weight: Any, balance: str,
+                   encoder: Any) -> tuple[list[str], dict[str, str]]:
+    if encoder is not None:
+        raise ConfigError(ENCODER_ERROR)
+    if class_weight not in ("balanced", None):
+        raise ConfigError(f"probe class_weight={class_weight!r}; expected 'balanced' or null")
+    if balance not in ("none", "subsample"):
+        raise ConfigError(f"probe balance={balance!r}; expected 'none' or 'subsample'")
+    models = [models] if isinstance(models, str) else list(models)
+    unknown = [m for m in models if m not in PROBE_MODELS]
+    if unknown or not models:
+        raise ConfigError(f"probe models={models!r}; expected a non-empty subset of {list(PROBE_MODELS)}")
+    skipped = {}
+    if embed is not None and not callable(embed):
+        raise ConfigError(f"probe embed is {type(embed).__name__}; expected a callable list[str] -> ndarray")
+    if "embed" in models and embed is None:
+        skipped["embed"] = "no embedding function given (embed=None): the embedder role is not configured"
+    return [m for m in models if m not in skipped], skipped
+
+
+def _clean(items: pd.DataFrame, name: str = "items") -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Validate columns and labels; drop failed labels (NaN) and report how many."""
+    if not isinstance(items, pd.DataFrame):
+        raise InputError(f"is {type(items).__name__}", field=name, expected="a pandas DataFrame of rubric items")
+    missing = [c for c in REQUIRED_COLUMNS if c not in items.columns]
+    if missing:
+        raise InputError(f"lacks columns {missing} (has {list(items.columns)})", field=name,
+                         expected=f"columns {list(REQUIRED_COLUMNS)}")
+    label = pd.to_numeric(items["label"], errors="coerce")
+    bad = label.notna() & ~label.isin((0, 1))
+    nonnum = items["label"].notna() & label.isna()
+    if (bad | nonnum).any():
+        i = items.index[bad | nonnum][0]
+        raise InputError(f"row {i} has label {items.loc[i, 'label']!r}", field="label",
+                         expected="0, 1, or NaN for a failed judge label")
+    no_text = items["criterion"].isna()
+    if no_text.any():
+        raise InputError(f"{int(no_text.sum())} rows without rubric text (first: row {items.index[no_text][0]})",
+                         field="criterion", expected="the rubric item text on every row")
+    if items["record_id"].isna().any():
+        raise InputError("has missing values", field="record_id", expected="a record id on every row")
+    failed = label.isna()
+    clean = items.loc[~failed].copy()
+    clean["label"] = label[~failed].astype(int)
+    clean["criterion"] = clean["criterion"].astype(str)
+    n_pos = int(clean["label"].sum())
+    counts = {"n_items": int(len(items)), "n_failed_labels_excluded": int(failed.sum()),
+              "n_used": int(len(clean)), "n_records": int(clean["record_id"].nunique()),
+              "n_positive": n_pos, "n_negative": int(len(clean) - n_pos),
+              "share_positive": float(n_pos / len(clean)) if len(clean) else float("nan")}
+    return clean, counts
+
+
+def _fit(name: str, x: pd.Series, y: np.ndarray, *, embed: Embed | None, class_weight: str | None,
+         balance: str, seed: int) -> Pipeline:
+    if len(np.unique(y)) < 2:
+        raise InputError(f"the training set has only class {int(y[0]) if len(y) else None}", field="label",
+                         expected="both labels (0 and 1) among the training items")
+    model = _make_model(name, embed=embed, class_weight=class_weight, seed=seed)
+    if name == "majority":  # the trivial baseline: the most frequent label of the full training rows
+        return model.fit(x, y)
+    if balance == "subsample":
+        idx = _subsample(y, seed)
+        x, y = x.iloc[idx], y[idx]
+    if name == "nb" and class_weight == "balanced":
+        return model.fit(x, y, clf__sample_weight=compute_sample_weight("balanced", y))
+    return model.fit(x, y)
+
+
+def _subsample(y: np.ndarray, seed: int) -> np.ndarray:
+    """Indices of a balanced undersample: all minority items and as many majority items, drawn seeded."""
+    rng = np.random.default_rng(seed)
+    idx0, idx1 = np.flatnonzero(y == 0), np.flatnonzero(y == 1)
+    k = min(len(idx0), len(idx1))
+    keep = np.concatenate([rng.choice(idx0, k, replace=False), rng.choice(idx1, k, replace=False)])
+    return np.sort(keep)
+
+
+def _predict(model: Pipeline, x: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    proba = model.predict_proba(x)
+    classes = list(model.classes_)
+    score = proba[:, classes.index(1)] if 1 in classes else np.zeros(len(x))
+    return model.predict(x).astype(int), score
+
+
+def run_probe(
+    items: pd.DataFrame,
+    *,
+    models: Sequence[str] = PROBE_MODELS,
+    embed: Embed | None = None,
+    encoder: str | None = None,
+    seed: int = 0,
+    test_size: float = 0.2,
+    cv_folds: int = 5,
+    class_weight: str | None = "balanced",
+    balance: str = "none",
+    n_boot: int = 10000,
+    confidence: float = 0.95,
+) -> dict[str, Any]:
+    """Train the rubric-only probes, cross-validate them, and evaluate them on a held-out group split.
+
+    Returns a dict with
+
+    * ``split``: method, seed, test_size, item / record counts per side, ``overlap_records`` (always 0);
+    * ``counts``: n_items, n_failed_labels_excluded, n_used, n_records, class balance;
+    * ``table``: held-out metrics, one row per (model, metric) with estimate/low/high, n, n_groups,
+      n_invalid_resamples, ci_* columns and ``reason`` (cluster bootstrap over records);
+    * ``cv``: per (model, metric) mean and sd (ddof=1) over the ``GroupKFold(cv_folds)`` folds of the 80%,
+      n_folds (folds where the metric was defined) and ``reason``;
+    * ``predictions``: held-out item_id, record_id, label (and dataset) with ``pred_<model>`` / ``score_<model>``;
+    * ``fitted``: model -> sklearn Pipeline fitted on the 80% (``fitted["lr"]`` holds the TF-IDF weights);
+    * ``leakage``: balanced accuracy of the best non-majority model minus the majority baseline's on the
+      held-out items, with a paired cluster-bootstrap CI and p-value. The best model is chosen by CV mean
+      balanced accuracy (not on the test set); if CV is unavailable, by held-out balanced accuracy;
+    * ``skipped``: model -> reason (e.g. ``embed`` without an embedding function).
+
+    Raises ConfigError for bad options (an ``encoder`` id included) and InputError for unusable data (one
+    class only, fewer than 2 records, a training side with a single class).
+    """
+    names, skipped = _check_options(models, embed, class_weight, balance, encoder)
+    if not 0 < test_size < 1:
+        raise ConfigError(f"probe test_size={test_size!r}; expected a fraction in (0, 1)")
+    data, counts = _clean(items)
+    if counts["n_positive"] == 0 or counts["n_negative"] == 0:
+        raise InputError(f"all {counts['n_used']} usable labels are {int(counts['n_positive'] > 0)}", field="label",
+                         expected="both labels (0 and 1): a probe needs two classes")
+    groups = data["record_id"].to_numpy()
+    if counts["n_records"] < 2:
+        raise InputError(f"has {counts['n_records']} distinct record(s)", field="record_id",
+                         expected="at least 2 records for a group train/test split")
+    train_idx, test_idx = next(GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=seed)
+                               .split(data, groups=groups))
+    train, test = data.iloc[train_idx], data.iloc[test_idx]
+    overlap = set(train["record_id"]) & set(test["record_id"])
+    if overlap:  # cannot happen with GroupShuffleSplit; guard the guarantee the analysis relies on
+        raise InputError(f"{len(overlap)} records on both sides of the split", field="record_id")
+    split = {"method": "GroupShuffleSplit by record_id", "seed": seed, "test_size": test_size,
+             "n_train_items": len(train), "n_test_items": len(test),
+             "n_train_records": int(train["record_id"].nunique()), "n_test_records": int(test["record_id"].nunique()),
+             "overlap_records": 0, "train_share_positive": float(train["label"].mean()),
+             "test_share_positive": float(test["label"].mean())}
+    y_train = train["label"].to_numpy()
+    if len(np.unique(y_train)) < 2:
+        raise InputError(f"the 80% training split (seed {seed}) has only label {int(y_train[0])}", field="label",
+                         expected="both labels among the training records (more records, or another seed)")
+    opts = {"embed": _memoised(embed), "class_weight": class_weight, "balance": balance, "seed": seed}
+
+    cv = _cross_validate(train, names, cv_folds, opts)
+
+    fitted: dict[str, Pipeline] = {}
+    preds = test[[c for c in ("item_id", "record_id", "dataset", "label") if c in test.columns]].reset_index(drop=True)
+    y_test = test["label"].to_numpy()
+    g_test = test["record_id"].to_numpy()
+    frames = []
+    for name in names:
+        fitted[name] = _fit(name, train["criterion"], y_train, **opts)
+        pred, score = _predict(fitted[name], test["criterion"])
+        preds[f"pred_{name}"], preds[f"score_{name}"] = pred, score
+        m = classification_metrics(y_test, pred, score, groups=g_test, n_boot=n_boot, confidence=confidence,
+                                   seed=seed)
+        frames.append(metrics_table(m, model=name))
+    table = pd.concat(frames, ignore_index=True) if frames else _empty_table()
+    leakage = _leakage(table, cv, preds, y_test, g_test, n_boot=n_boot, confidence=confidence, seed=seed)
+    return {"split": split, "counts": counts, "table": table, "cv": cv, "predictions": preds,
+            "fitted": fitted, "leakage": leakage, "skipped": skipped}
+
+
+def probe_transfer(
+    train_items: pd.DataFrame,
+    test_items: pd.DataFrame,
+    *,
+    models: Sequence[str] = PROBE_MODELS,
+    embed: Embed | None = None,
+    encoder: str | None = None,
+    seed: int = 0,
+    class_weight: str | None = "balanced",
+    balance: str = "none",
+    n_boot: int = 10000,
+    confidence: float = 0.95,
+) -> pd.DataFrame:
+    """Cross-dataset transfer: fit every probe on all of ``train_items``, evaluate on all of ``test_items``.
+
+    Same rows as ``run_probe``'s ``table`` (cluster bootstrap over the test records) plus ``train`` / ``test``
+    (the datasets' names from a ``dataset`` column, else "train"/"test"), ``n_train`` and
+    ``n_failed_labels_excluded`` (train + test). Skipped models get one row with metric NaN and the reason.
+    """
+    names, skipped = _check_options(models, embed, class_weight, balance, encoder)
+    tr, ctr = _clean(train_items, "train_items")
+    te, cte = _clean(test_items, "test_items")
+    if te.empty:
+        raise InputError("has no item with a usable label", field="test_items", expected="judged rubric items")
+    opts = {"embed": _memoised(embed), "class_weight": class_weight, "balance": balance, "seed": seed}
+    y_te, g_te = te["label"].to_numpy(), te["record_id"].to_numpy()
+    info = {"train": _dataset_name(tr, "train"), "test": _dataset_name(te, "test"), "n_train": len(tr),
+            "n_failed_labels_excluded": ctr["n_failed_labels_excluded"] + cte["n_failed_labels_excluded"]}
+    frames = []
+    for name in names:
+        model = _fit(name, tr["criterion"], tr["label"].to_numpy(), **opts)
+        pred, score = _predict(model, te["criterion"])
+        m = classification_metrics(y_te, pred, score, groups=g_te, n_boot=n_boot, confidence=confidence, seed=seed)
+        frames.append(metrics_table(m, **info, model=name))
+    for name, why in skipped.items():
+        frames.append(pd.DataFrame([{**info, "model": name, "metric": None, "estimate": np.nan, "reason": why}]))
+    return pd.concat(frames, ignore_index=True)
+
+
+# -- internals -------------------------------------------------------------------------------------------
+
+
+def _memoised(embed: Embed | None) -> Embed | None:
+    """``embed`` with a cache shared by every fit of one run (CV folds and the final fit): each distinct
+    text is sent to the embedder once."""
+    if embed is None:
+        return None
+    cache: dict[str, np.ndarray] = {}
+
+    def cached(texts: list[str]) -> np.ndarray:
+        todo = list(dict.fromkeys(t for t in texts if t not in cache))
+        if todo:
+            vecs = np.asarray(embed(todo), dtype=float)
+            if vecs.ndim != 2 or vecs.shape[0] != len(todo):
+                raise InputError(f"returned shape {vecs.shape} for {len(todo)} texts", field="embed",
+                                 expected="a 2-D array with one row per text")
+            cache.update(zip(todo, vecs))
+        return np.vstack([cache[t] for t in texts])
+
+    return cached
+
+
+def _dataset_name(df: pd.DataFrame, default: str) -> str:
+    if "dataset" not in df.columns:
+        return default
+    return "+".join(sorted(map(str, df["dataset"].dropna().unique()))) or default
+
+
+def _empty_table() -> pd.DataFrame:
+    return pd.DataFrame(columns=["model", "metric", "estimate", "low", "high", "n", "n_groups",
+                                 "n_invalid_resamples", "ci_method", "ci_level", "ci_unit", "ci_resamples", "reason"])
+
+
+def _cross_validate(train: pd.DataFrame, names: list[str], folds: int, opts: dict) -> pd.DataFrame:
+    n_rec = train["record_id"].nunique()
+    rows = []
+    if folds < 2 or n_rec < folds:
+        why = (f"cv_folds={folds} < 2" if folds < 2 else
+               f"only {n_rec} training records for {folds} group folds")
+        for name in names:
+            for metric in METRICS:
+                rows.append({"model": name, "metric": metric, "mean": np.nan, "sd": np.nan, "n_folds": 0,
+                             "reason": why})
+        return pd.DataFrame(rows)
+    values: dict[str, dict[str, list[float]]] = {n: {m: [] for m in METRICS} for n in names}
+    notes: dict[str, set[str]] = {n: set() for n in names}
+    x, y, g = train["criterion"], train["label"].to_numpy(), train["record_id"].to_numpy()
+    for k, (tr, va) in enumerate(GroupKFold(n_splits=folds).split(x, y, groups=g)):
+        for name in names:
+            if len(np.unique(y[tr])) < 2:
+                notes[name].add(f"fold {k}: one class in training")
+                continue
+            model = _fit(name, x.iloc[tr], y[tr], **opts)
+            pred, score = _predict(model, x.iloc[va])
+            yt = y[va]
+            counts = [((yt == a) & (pred == b)).sum() for a, b in ((1, 1), (0, 1), (1, 0), (0, 0))]
+            for metric, v in metrics_from_counts(*counts).items():
+                values[name][metric].append(float(v))
+            values[name]["roc_auc"].append(_auc(yt, score))
+    for name in names:
+        for metric in METRICS:
+            v = np.asarray(values[name][metric], dtype=float)
+            good = v[np.isfinite(v)]
+            reason = "; ".join(sorted(notes[name])) or None
+            if good.size < v.size:
+                reason = "; ".join(filter(None, [reason, f"undefined in {v.size - good.size} fold(s)"]))
+            rows.append({"model": name, "metric": metric,
+                         "mean": float(good.mean()) if good.size else np.nan,
+                         "sd": float(good.std(ddof=1)) if good.size > 1 else np.nan,
+                         "n_folds": int(good.size), "reason": reason})
+    return pd.DataFrame(rows)
+
+
+def _auc(y: np.ndarray, score: np.ndarray) -> float:
+    if y.min() == y.max():
+        return float("nan")
+    return float(_weighted_auc(y, np.asarray(score, dtype=float), np.ones((1, len(y))))[0])
+
+
+def _leakage(table: pd.DataFrame, cv: pd.DataFrame, preds: pd.DataFrame, y: np.ndarray, g: np.ndarray, *,
+             n_boot: int, confidence: float, seed: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"model": None, "baseline": "majority", "metric": "balanced_accuracy",
+                           "selected_by": None, "estimate": np.nan, "low": np.nan, "high": np.nan,
+                           "p_value": np.nan, "model_value": np.nan, "baseline_value": np.nan,
+                           "n": int(len(y)), "n_groups": int(len(np.unique(g))), "n_invalid_resamples": 0, "ci": None,
+                           "reason": None}
+    run = set(table["model"]) if len(table) else set()
+    candidates = [m for m in table["model"].unique() if m != "majority"] if run else []
+    if "majority" not in run:
+        out["reason"] = "the majority baseline was not run"
+        return out
+    if not candidates:
+        out["reason"] = "no non-majority model was run"
+        return out
+    cvb = cv[(cv["metric"] == "balanced_accuracy") & cv["model"].isin(candidates)].dropna(subset=["mean"])
+    if len(cvb):
+        best, out["selected_by"] = str(cvb.loc[cvb["mean"].idxmax(), "model"]), "cv mean balanced accuracy"
+    else:
+        ho = table[(table["metric"] == "balanced_accuracy") & table["model"].isin(candidates)].dropna(
+            subset=["estimate"])
+        if not len(ho):
+            out["reason"] = "balanced accuracy undefined for every model (one class in the held-out set)"
+            return out
+        best, out["selected_by"] = str(ho.loc[ho["estimate"].idxmax(), "model"]), "held-out balanced accuracy"
+    d = paired_metric_difference(y, preds[f"pred_{best}"], preds["pred_majority"], metric="balanced_accuracy",
+                                 groups=g, n_boot=n_boot, confidence=confidence, seed=seed)
+    out.update(model=best, estimate=d["estimate"], low=d["low"], high=d["high"], p_value=d["p_value"],
+               model_value=d["metric_a"], baseline_value=d["metric_b"], n_invalid_resamples=d["n_invalid_resamples"],
+               ci=d["ci"], reason=d["reason"])
+    return out
+
+
+__all__ = ["COUNT_METRICS", "METRICS", "PROBE_MODELS", "EmbeddingFeatures", "probe_transfer", "run_probe"]
