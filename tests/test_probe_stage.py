@@ -109,3 +109,22 @@ def test_a_rerun_makes_no_provider_call_and_the_cli_writes_its_own_folder(projec
     assert dict(scripted_provider().calls) == before
     assert (root / "cli_out/hb.probe.csv").read_bytes() == stage_csv
     assert "Probe on held-out records" in capsys.readouterr().out
+
+
+def test_the_same_tests_apply_to_a_pairwise_rubric_set(project, tmp_path):
+    from rubriclab.data import Pair, write_pairs
+
+    root = project["root"]
+    pairs = [Pair(id=f"p{i}", domain="helpful", prompt=f"How do I do task {i}?", chosen=f"Step by step for {i}.",
+                  rejected="No idea.") for i in range(4)]
+    write_pairs(pairs, root / "outputs/data/premise/demo_helpful/audit.parquet")
+    (root / "rs.yaml").write_text("- id: concrete_steps\n  description: The response gives concrete steps.\n"
+                                  "- id: names_risks\n  description: The response names the main risk.\n")
+    params = {**project["params"], "probe": {**project["params"]["probe"], "rubric_sets": {"max_pairs": 4},
+                                             "counterfactual": {"datasets": ["rubric_set:rs"], "n_items": 4}}}
+    out = run_probe_stage(params, root, rubric_files=[root / "rs.yaml"], out_dir=tmp_path / "rs")
+    items = out["labelled"]["rubric_set:rs"]
+    assert len(items) == 2 * 4 * 2  # criteria × pairs × (chosen, rejected)
+    assert set(items["response_source"]) == {"pair:chosen", "pair:rejected"}
+    assert (tmp_path / "rs/rubric_set_rs.output_perturbation.transitions.csv").exists()
+    assert out["metrics"]["rubric_set_rs.output_perturbation.desired_flip_rate"] == 1.0
