@@ -20,7 +20,7 @@ import pandas as pd
 from rubriclab.data import Pair, present
 from rubriclab.judging._rubric import PairwiseRubric
 from rubriclab.llm import CallRequest, Gateway, RoleSpec, answer_format
-from rubriclab.stats import item_bootstrap, majority_vote
+from rubriclab.stats import accuracy, item_bootstrap, majority_vote
 
 TIE = "tie"
 STATUSES = ("agree", "disagree", "tie", "failed")
@@ -89,20 +89,20 @@ def credit(status: pd.Series | Sequence[str], tie_credit: float = 0.0) -> np.nda
 
 def agreement(rows: pd.DataFrame, *, tie_credit: float = 0.0, n_boot: int = 1000, confidence: float = 0.95,
               seed: int = 0) -> dict[str, Any]:
-    """Agreement with the reference over judged items, with its item-bootstrap CI and every count.
-
-    ``agreement = (n_agree + tie_credit · n_ties) / n`` with ``n = n_agree + n_disagree + n_ties``
-    (failed items are not in n; they are ``n_failed``)."""
-    counts = rows["status"].value_counts() if len(rows) else pd.Series(dtype=int)
-    out: dict[str, Any] = {f"n_{s}": int(counts.get(s, 0)) for s in STATUSES}
-    values = credit(rows["status"], tie_credit) if len(rows) else np.array([])
-    judged = ~np.isnan(values)
-    out.update(n=int(judged.sum()), n_total=len(rows), tie_credit=float(tie_credit))
+    """Agreement with the reference over judged items (``stats.accuracy``), with its item-bootstrap CI and every
+    count: ``agreement = (n_agree + tie_credit · n_ties) / n``, failed items not in n (``n_failed``)."""
+    verdicts = rows["verdict"].tolist() if len(rows) else []
+    acc = accuracy(verdicts, rows["human"].tolist() if len(rows) else [], tie=TIE, tie_credit=tie_credit)
+    n = acc["n"]
+    out: dict[str, Any] = {"n_agree": acc["n_correct"], "n_disagree": n - acc["n_correct"] - acc["n_ties"],
+                           "n_tie": acc["n_ties"], "n_failed": acc["n_failed"], "n": n, "n_total": len(rows),
+                           "tie_credit": float(tie_credit)}
     ci = {"method": "percentile bootstrap over pairs", "level": confidence, "unit": "pair", "resamples": n_boot}
-    if not judged.any():
+    if not n:
         out.update(agreement=np.nan, low=np.nan, high=np.nan, ci=ci, reason="no judged pair")
         return out
-    boot = item_bootstrap(values[judged], "mean", None, n_resamples=n_boot, confidence=confidence, seed=seed)
+    values = acc["per_item"][~np.isnan(acc["per_item"])]
+    boot = item_bootstrap(values, "mean", None, n_resamples=n_boot, confidence=confidence, seed=seed)
     out.update(agreement=float(boot["estimate"]), low=float(boot["low"]), high=float(boot["high"]), ci=ci,
                reason=boot["degenerate"])
     return out

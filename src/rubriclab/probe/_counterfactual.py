@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from rubriclab.errors import ParseFailure
-from rubriclab.llm import CallRequest, RoleSpec, distinct_draws, load_prompt, register_prompt
+from rubriclab.llm import CallRequest, Gateway, RoleSpec, distinct_draws, load_prompt, register_prompt
 from rubriclab.probe._label import is_missing_text, judge_items, parse_free_text
 from rubriclab.stats import item_bootstrap
 
@@ -137,13 +137,8 @@ def output_perturbation(items: pd.DataFrame, *, gateway, generator: RoleSpec, ju
     to_judge = pd.concat(
         [sample.loc[valid].assign(response=[resp[kind][p] for p in valid], cf_pos=valid, cf_kind=kind)
          for kind in ("satisfying", "violating")], ignore_index=True) if valid else pd.DataFrame()
-    labels = {"satisfying": [np.nan] * n, "violating": [np.nan] * n}
-    if valid:
-        judged = judge_items(to_judge, gateway=gateway, judge=judge, templates_dir=templates_dir)
-        for r in judged.itertuples(index=False):
-            labels[r.cf_kind][r.cf_pos] = r.label
-            if r.label_status != "ok" and status[r.cf_pos] == "ok":
-                status[r.cf_pos], error[r.cf_pos] = "judge_failed", f"{r.cf_kind}: {r.label_error}"
+    labels = _judge_variants(to_judge, ("satisfying", "violating"), n, status, error, gateway=gateway, judge=judge,
+                             templates_dir=templates_dir)
     rows["label_satisfying"] = labels["satisfying"]
     rows["label_violating"] = labels["violating"]
     rows["status"] = status
@@ -244,17 +239,12 @@ def rubric_perturbation(items: pd.DataFrame, *, gateway, rewriter: RoleSpec, jud
     rows["criterion_reversed"] = _objects(reversed_)
 
     valid = [pos for pos in range(n) if status[pos] == "ok"]
-    labels = {"original": [np.nan] * n, "reversed": [np.nan] * n}
-    if valid:
-        base = sample.loc[valid]
-        to_judge = pd.concat([base.assign(cf_pos=valid, cf_kind="original"),
-                              base.assign(criterion=[reversed_[p] for p in valid], cf_pos=valid, cf_kind="reversed")],
-                             ignore_index=True)
-        judged = judge_items(to_judge, gateway=gateway, judge=judge, templates_dir=templates_dir)
-        for r in judged.itertuples(index=False):
-            labels[r.cf_kind][r.cf_pos] = r.label
-            if r.label_status != "ok" and status[r.cf_pos] == "ok":
-                status[r.cf_pos], error[r.cf_pos] = "judge_failed", f"{r.cf_kind}: {r.label_error}"
+    base = sample.loc[valid]
+    to_judge = pd.concat([base.assign(cf_pos=valid, cf_kind="original"),
+                          base.assign(criterion=[reversed_[p] for p in valid], cf_pos=valid, cf_kind="reversed")],
+                         ignore_index=True) if valid else pd.DataFrame()
+    labels = _judge_variants(to_judge, ("original", "reversed"), n, status, error, gateway=gateway, judge=judge,
+                             templates_dir=templates_dir)
     rows["label_original"] = labels["original"]
     rows["label_reversed"] = labels["reversed"]
     rows["status"] = status
@@ -290,3 +280,18 @@ def rubric_perturbation(items: pd.DataFrame, *, gateway, rewriter: RoleSpec, jud
                      "no_response": int(len(items) - int(has_response.sum()))},
         "notes": notes,
     }
+
+
+def _judge_variants(to_judge: pd.DataFrame, kinds: tuple[str, str], n: int, status: list, error: list, *,
+                    gateway: Gateway, judge: RoleSpec, templates_dir: str | None) -> dict[str, list]:
+    """Labels of both variants of each sampled item (rows carry ``cf_kind``/``cf_pos``), one judge batch; a
+    failed label marks its item ``judge_failed`` in ``status``/``error`` (in place)."""
+    labels = {k: [np.nan] * n for k in kinds}
+    if to_judge.empty:
+        return labels
+    judged = judge_items(to_judge, gateway=gateway, judge=judge, templates_dir=templates_dir)
+    for r in judged.itertuples(index=False):
+        labels[r.cf_kind][r.cf_pos] = r.label
+        if r.label_status != "ok" and status[r.cf_pos] == "ok":
+            status[r.cf_pos], error[r.cf_pos] = "judge_failed", f"{r.cf_kind}: {r.label_error}"
+    return labels
