@@ -44,6 +44,9 @@ SMALL = {
     "audit.pool_size": 2, "audit.heldout_size": 3, "audit.runs": 2, "audit.paraphrases": 1,
     "audit.samples": 1, "audit.n_attacks": 1, "audit.n_boot": 100, "audit.n_boot_paired": 100,
     "llm.defaults.max_tokens": 48,
+    # align trains the embedded policy on the CPU: one regime, two pairs per domain, one best-of-1 prompt
+    "align.regimes": ["target"], "align.label.pairs": 2, "align.evaluate.prompts": 1, "align.evaluate.n": 1,
+    "align.evaluate.max_new_tokens": 8,
 }
 
 

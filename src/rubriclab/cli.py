@@ -136,6 +136,25 @@ def cmd_drift_search(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_align(args: argparse.Namespace) -> int:
+    from rubriclab.stages.align import run_align_stage
+
+    params, project = _load(args)
+    setting = args.setting or ((params.get("align") or {}).get("settings") or [None])[0]
+    if not setting:
+        print(f"rubriclab align {args.action}: error: --setting is required (no align.settings in params.yaml)",
+              file=sys.stderr)
+        return 2
+    out_dir = Path(args.out) if args.out else project / "outputs/align_cli" / setting
+    steps = ("label", "train", "evaluate") if args.action == "all" else (args.action,)
+    out = run_align_stage(params, project, setting, steps=steps, out_dir=out_dir,
+                          seed_file=Path(args.seed_rubric) if args.seed_rubric else None,
+                          biased_file=Path(args.biased_rubric) if args.biased_rubric else None)
+    print(out["summary"])
+    print(f"outputs: {out['out']}")
+    return 0
+
+
 def cmd_drift_check(args: argparse.Namespace) -> int:
     from rubriclab.stages.drift_check import run_drift_check
 
@@ -293,6 +312,26 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--out", default=None, help="report folder (default: outputs/drift_check)")
     q.add_argument("--no-track", action="store_true", help="do not log an MLflow run")
     q.set_defaults(func=cmd_drift_check)
+
+    p = sub.add_parser("align", help="propagation through DPO: label pairs under two rubrics, train DPO policies "
+                                     "(TRL), evaluate them by best-of-n win rates (the `align` stage, step by step)")
+    align = p.add_subparsers(dest="action", required=True)
+    for action, text in (("label", "judge the train pairs under the seed and the second rubric; label sets and "
+                                   "label agreement"),
+                         ("train", "DPO per rubric x regime (bench, target, bench_target) on the label sets"),
+                         ("evaluate", "best-of-n generations on held-out prompts, reward scores, third-party judge "
+                                      "win rates (Table 4's shape)"),
+                         ("all", "label, train and evaluate in one go")):
+        q = align.add_parser(action, help=text)
+        _common(q)
+        q.add_argument("--setting", default=None, help="a data.ripd setting (default: the first of align.settings)")
+        q.add_argument("--seed-rubric", default=None, metavar="FILE", help="the seed rubric (default: "
+                       "align.rubrics.<setting>.seed; judge template, RIPD .jsonl, rubric set or criteria list)")
+        q.add_argument("--biased-rubric", default=None, metavar="FILE", help="the second rubric, e.g. "
+                       "outputs/drift/demo/selected.jsonl (default: align.rubrics.<setting>.biased)")
+        q.add_argument("--out", default=None, help="output folder shared by the steps (default: "
+                                                   "outputs/align_cli/<setting>)")
+        q.set_defaults(func=cmd_align)
 
     p = sub.add_parser("probe", help="rubric-only probe classifiers, counterfactual flip tests and semantic analyses "
                                      "(the `probe` stage, into its own folder)")

@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab.llm import panel, roles_from_params, store_location
-from rubriclab.llm._roles import RoleSpec
+from rubriclab.llm._roles import HF_ROLES, RoleSpec
 
 
 def key_status(role: RoleSpec) -> tuple[bool, list[str]]:
     """(keys present, names of missing env vars) for a role's model."""
     import litellm
 
-    if role.model.startswith(("local/", "scripted/")):
-        return True, []
+    if role.model.startswith(("local/", "scripted/", "hf/")) or role.name in HF_ROLES:
+        return True, []  # in-process models (llama.cpp, transformers): no provider key
     if role.api_key_env:
         import os
 

@@ -8,12 +8,16 @@ from typing import Any
 
 from rubriclab.errors import ConfigError
 
-# evaluator: an independent LLM evaluator — the drift stealth check (refined vs seed rubric quality);
-# later align's third-party pairwise judge.
+# evaluator: an independent LLM evaluator — the drift stealth check (refined vs seed rubric quality).
+# align: policy (a Hugging Face model trained by DPO, loaded by transformers in rubriclab.align, never through
+# litellm: local/smollm2-135m, hf/<org>/<name> or a checkpoint folder), reward (hf/<id>: a sequence-classification
+# reward model; any other model: a pointwise 1-10 judge through the gateway), pairwise_judge (the third party).
 ROLES = (
     "judge", "extractor", "consolidator", "paraphraser", "attacker", "verifier", "refiner", "generator", "embedder",
-    "evaluator",
+    "evaluator", "policy", "reward", "pairwise_judge",
 )
+# roles whose model transformers loads in-process (not a litellm chat model)
+HF_ROLES = ("policy",)
 _FIELDS = {
     "model", "temperature", "max_tokens", "top_p", "timeout", "concurrency", "rpm", "tpm", "max_retries",
     "parse_retries", "api_base", "api_key_env", "seed", "structured", "extra",

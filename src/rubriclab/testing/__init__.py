@@ -20,10 +20,11 @@ from rubriclab.testing._fake_server import (
 from rubriclab.testing._postgres import PostgresNotFoundError, find_postgres_bindir, postgres_server
 from rubriclab.testing._repair_world import repair_world, world_pairs
 from rubriclab.testing._scripted import ScriptedProvider, last_user_text, scripted_model, scripted_provider
+from rubriclab.testing._tiny_policy import tiny_policy
 
 __all__ = [
     "BENCH_HURT_SENTENCE", "BIAS_SENTENCE", "NEUTRAL_SENTENCES", "drift_pairs", "drift_world",
     "FAULT_KINDS", "FakeOpenAIServer", "FaultPlan", "PostgresNotFoundError", "ScriptedProvider", "default_responder",
     "fake_embedding", "find_postgres_bindir", "last_user_text", "postgres_server", "repair_world", "request_key", "scripted_model",
-    "scripted_provider", "world_pairs",
+    "scripted_provider", "tiny_policy", "world_pairs",
 ]

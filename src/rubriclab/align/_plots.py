@@ -1,0 +1,69 @@
+"""Figures of the align stage: DPO step curves per policy, and win rates with their intervals (Fig. 3's bars)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from rubriclab.align._evaluate import REGIME_LABELS
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def curves_figure(history: pd.DataFrame, path: Path) -> Path:
+    """Loss, reward margin and reward accuracy by step, one line per policy."""
+    plt = _plt()
+    keys = [k for k in ("loss", "rewards/margins", "rewards/accuracies") if k in history]
+    fig, axes = plt.subplots(1, len(keys), figsize=(4.2 * len(keys), 3.2), squeeze=False)
+    for ax, key in zip(axes[0], keys):
+        for name, g in history.groupby("policy", sort=False):
+            ax.plot(g["step"], g[key], marker="o", ms=3, label=name)
+        ax.set_xlabel("step (one batch each)")
+        ax.set_title(key)
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def win_rate_figure(rates: pd.DataFrame, path: Path) -> Path:
+    """One panel per source (third-party judge, reward): bars = win rate of the left policy per
+    ``<eval set>@<regime>``, grouped by comparison, with the interval as error bars and n under each bar."""
+    plt = _plt()
+    sources = list(dict.fromkeys(rates["source"]))
+    fig, axes = plt.subplots(len(sources), 1, figsize=(10, 3.3 * len(sources)), squeeze=False)
+    for ax, source in zip(axes[:, 0], sources):
+        g = rates[rates["source"] == source].copy()
+        g["column"] = g["domain"] + "@" + g["regime"].map(lambda r: REGIME_LABELS.get(r, r))
+        columns = list(dict.fromkeys(g["column"]))
+        comps = list(dict.fromkeys(g["comparison"]))
+        width = 0.8 / max(len(comps), 1)
+        for i, comp in enumerate(comps):
+            part = g[g["comparison"] == comp].set_index("column").reindex(columns)
+            x = np.arange(len(columns)) + (i - (len(comps) - 1) / 2) * width
+            est = part["estimate"].to_numpy(dtype=float)
+            err = np.vstack([est - part["low"].to_numpy(dtype=float), part["high"].to_numpy(dtype=float) - est])
+            ax.bar(x, np.nan_to_num(est), width, yerr=np.nan_to_num(err), capsize=2, label=comp)
+            for xi, n in zip(x, part["n"].fillna(0).astype(int)):
+                ax.text(xi, 0.02, f"n={n}", ha="center", fontsize=6, rotation=90, color="white")
+        ax.axhline(0.5, color="grey", lw=0.8, ls="--")
+        ax.set_xticks(np.arange(len(columns)), columns)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("win rate of the left policy")
+        interval = g["interval"].iloc[0] if len(g) else ""
+        ax.set_title(f"{source}: {interval}; ties count 0.5", fontsize=9)
+        ax.legend(fontsize=7, ncol=len(comps))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

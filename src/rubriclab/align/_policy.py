@@ -1,0 +1,130 @@
+"""The policy backbone: a Hugging Face model loaded by transformers (never through litellm).
+
+``llm.roles.policy.model`` is ``local/smollm2-135m`` (the embedded GGUF, dequantized once into a plain
+checkpoint under ``.rubriclab/models/``), ``hf/<org>/<name>`` or a bare Hugging Face id / local folder.
+A model loaded from GGUF is dequantized but still flagged as GGUF-quantized, and Trainer refuses such a
+model for training, hence the one-time save as a plain checkpoint (quantization config dropped).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from rubriclab.errors import ConfigError, MissingDependencyError
+
+ALIGN_PACKAGES = {"trl": "trl", "peft": "peft", "accelerate": "accelerate"}
+DEFAULT_CACHE = ".rubriclab/models"
+
+
+def require_align(*extra: str) -> None:
+    """Raise a MissingDependencyError naming the install command when trl/peft (or ``extra``) are missing."""
+    missing = [pkg for mod, pkg in {**ALIGN_PACKAGES, **{e: e for e in extra}}.items()
+               if importlib.util.find_spec(mod) is None]
+    if missing:
+        raise MissingDependencyError("rubriclab align (DPO training)", "'rubriclab[align]'  # missing: "
+                                     + ", ".join(missing))
+
+
+def policy_source(model: str, cache_dir: str | Path) -> str:
+    """Where transformers loads ``model`` from: a plain checkpoint folder or a Hugging Face id."""
+    model = str(model or "").strip()
+    if not model:
+        raise ConfigError("params.yaml: llm.roles.policy.model is empty; expected local/smollm2-135m, "
+                          "hf/<org>/<name> or a local checkpoint folder")
+    if model.startswith("local/"):
+        from rubriclab.llm._local import CHAT_MODELS, locate_model_file
+
+        name = model.split("/", 1)[1]
+        if name not in CHAT_MODELS:
+            raise ConfigError(f"params.yaml: llm.roles.policy.model={model!r}: unknown embedded model; allowed: "
+                              + ", ".join(f"local/{m}" for m in CHAT_MODELS))
+        gguf = locate_model_file(*CHAT_MODELS[name])
+        return str(checkpoint_from_gguf(gguf, Path(cache_dir) / name))
+    if model.startswith("hf/"):
+        return model[3:]
+    return model
+
+
+def checkpoint_from_gguf(gguf: str | Path, dest: str | Path) -> Path:
+    """Dequantize ``gguf`` into a plain float32 checkpoint at ``dest`` (once; reused while the GGUF is unchanged).
+
+    Written to a temporary folder and renamed, so a killed conversion never leaves a half checkpoint."""
+    gguf, dest = Path(gguf), Path(dest)
+    stamp = {"gguf": gguf.name, "size": gguf.stat().st_size, "mtime_ns": gguf.stat().st_mtime_ns}
+    marker = dest / "rubriclab_source.json"
+    if marker.exists() and json.loads(marker.read_text()) == stamp:
+        return dest
+    require_align("gguf")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.hf_quantizer = None
+    model.is_quantized = False
+    tmp = dest.with_name(dest.name + f".tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        (tmp / "rubriclab_source.json").write_text(json.dumps(stamp))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(tmp, dest)
+    return dest
+
+
+def pick_device(device: str = "auto") -> str:
+    """``auto``: cuda when available, else cpu."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device not in ("cpu", "cuda"):
+        raise ConfigError(f"params.yaml: align.dpo.device={device!r}; allowed: auto, cpu, cuda")
+    return device
+
+
+def load_tokenizer(source: str) -> Any:
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(source)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def load_policy(source: str, adapter: str | Path | None = None, device: str = "cpu") -> Any:
+    """The base model from ``source`` (plus a LoRA adapter folder when given), in eval mode on ``device``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    try:
+        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+    except OSError as exc:
+        raise ConfigError(f"policy model {source!r} could not be loaded ({exc}); give a Hugging Face id that is in "
+                          "the local cache (HF_HUB_OFFLINE=1 here) or a checkpoint folder") from None
+    if adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(adapter))
+    return model.to(device).eval()
+
+
+def chat_prompt(tokenizer: Any, prompt: str) -> str:
+    """The policy's input text for a user prompt (its chat template when it has one)."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template([{"role": "user", "content": prompt}], tokenize=False,
+                                             add_generation_prompt=True)
+    return prompt + "\n"

