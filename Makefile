@@ -5,7 +5,7 @@ export HF_HUB_OFFLINE := 1
 # dvc.yaml's stages run through scripts/stage, which takes this interpreter (else ./.venv, else python3)
 export RUBRICLAB_PYTHON := $(abspath $(VENV))/bin/python
 
-.PHONY: install repro test lint bench
+.PHONY: install repro test lint bench screenshots ui
 
 install:
 	bash scripts/install.sh
@@ -25,3 +25,11 @@ bench:
 	$(VENV)/bin/python benchmarks/repair_sweep.py
 	$(VENV)/bin/python benchmarks/drift_gate.py
 	$(VENV)/bin/python benchmarks/probe_bootstrap.py
+
+# PNGs of the report and the MLflow comparison view for the README (after `make repro`)
+screenshots:
+	$(VENV)/bin/python scripts/screenshots.py
+
+# the MLflow UI on the project's store, offline, opening on the runs table
+ui:
+	$(VENV)/bin/rubriclab ui

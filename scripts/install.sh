@@ -10,6 +10,14 @@ if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb 
   { $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; } >/dev/null 2>&1 \
     || echo "install: WARNING: could not install postgresql (apt-get install -y postgresql); the PostgreSQL test will be skipped" >&2
 fi
+# Headless Chromium and its driver for the browser tests (tests/test_browser.py) and `make screenshots`: Debian's
+# packages, never a downloaded browser build. Without them those tests are skipped with the reason.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
+  { $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } \
+    >/dev/null 2>&1 \
+    || echo "install: WARNING: could not install chromium (apt-get install -y chromium chromium-driver); the browser tests will be skipped" >&2
+fi
 PY=${PYTHON:-python3}
 VENV=${VENV:-.venv}
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"

@@ -155,6 +155,34 @@ def cmd_align(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from rubriclab.stages.report import run_report_stage
+
+    params, project = _load(args)
+    out_dir = Path(args.out) if args.out else project / "outputs/report_cli"
+    res = run_report_stage(params, project, out_dir=out_dir, ui_url=args.ui_url, track=not args.no_track)
+    print(f"report: {res['path']} ({len(res['sections'])} sections)")
+    return 0
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from rubriclab.ui import ui_command
+
+    params, project = _load(args)
+    cmd = ui_command(project, (params.get("tracking") or {}).get("experiment", "rubriclab"), host=args.host,
+                     port=args.port)
+    if cmd["experiment_id"] is None:
+        print("rubriclab ui: no stage has logged a run yet; the UI opens empty (run `dvc repro` first)",
+              file=sys.stderr)
+    print(f"MLflow UI: {cmd['url']}  (store {cmd['uri']}; Ctrl-C stops it)", flush=True)
+    try:
+        return subprocess.run(cmd["argv"], env=cmd["env"]).returncode
+    except KeyboardInterrupt:
+        return 0
+
+
 def cmd_drift_check(args: argparse.Namespace) -> int:
     from rubriclab.stages.drift_check import run_drift_check
 
@@ -343,6 +371,21 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a rubric set whose criteria are judged as items over probe.rubric_sets.pairs; repeatable")
     p.add_argument("--out", default=None, help="output folder (default: outputs/probe_cli)")
     p.set_defaults(func=cmd_probe)
+
+    p = sub.add_parser("report", help="one self-contained HTML report of every stage's outputs, the models, MLflow "
+                                      "links and the call ledger (the `report` stage, into its own folder)")
+    _common(p)
+    p.add_argument("--out", default=None, help="output folder (default: outputs/report_cli)")
+    p.add_argument("--ui-url", default=None, help="the MLflow UI address the run links point to (default: "
+                                                  "report.mlflow_ui, http://127.0.0.1:5000)")
+    p.add_argument("--no-track", action="store_true", help="do not log an MLflow run")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("ui", help="the MLflow UI on the project's tracking store, offline, opening on the runs table")
+    _common(p)
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=5000)
+    p.set_defaults(func=cmd_ui)
 
     p = sub.add_parser("calls", help="calls, tokens, cost, cache hits and failures per stage and role")
     _common(p)

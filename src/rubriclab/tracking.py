@@ -29,13 +29,18 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_PARAM_VALUE_LENGTH",
     "RunHandle",
+    "EXPERIMENT_KIND",
+    "EXPERIMENT_KIND_TAG",
     "flatten_params",
+    "git_commit",
     "is_secret_key",
     "stage_run",
     "tracking_uri",
     "write_metrics_json",
 ]
 
+# MLflow 3 opens an experiment without this tag on its GenAI traces page (empty here); with it, on the runs table
+EXPERIMENT_KIND_TAG, EXPERIMENT_KIND = "mlflow.experimentKind", "custom_model_development"
 MAX_PARAM_VALUE_LENGTH = 6000  # mlflow.utils.validation.MAX_PARAM_VAL_LENGTH
 _MAX_KEY_LENGTH = 250
 _MAX_TAG_VALUE_LENGTH = 8000
@@ -99,7 +104,8 @@ def tracking_uri(project_dir: Path) -> str:
     return f"sqlite:///{(Path(project_dir).resolve() / 'mlflow.db').as_posix()}"
 
 
-def _git_commit(cwd: Path) -> str:
+def git_commit(cwd: Path) -> str:
+    """The checkout's HEAD commit, or ``unknown`` outside git."""
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=10, check=False
@@ -114,6 +120,8 @@ def _experiment_id(client: MlflowClient, name: str, uri: str, project_dir: Path)
     from mlflow.exceptions import MlflowException
 
     exp = client.get_experiment_by_name(name)
+    if exp is not None and exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
+        client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
     if exp is None:
         # With a local SQLite backend keep artifacts beside the DB (git/dvc-ignored mlartifacts/),
         # not in ./mlruns of whatever the cwd is; a tracking server decides for itself.
@@ -121,7 +129,8 @@ def _experiment_id(client: MlflowClient, name: str, uri: str, project_dir: Path)
         if uri.startswith("sqlite:"):
             location = (Path(project_dir).resolve() / "mlartifacts").as_uri()
         try:
-            return client.create_experiment(name, artifact_location=location)
+            return client.create_experiment(name, artifact_location=location,
+                                            tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
         except MlflowException:  # another stage created it concurrently
             exp = client.get_experiment_by_name(name)
             if exp is None:
@@ -298,7 +307,7 @@ def stage_run(
     uri = tracking_uri(project_dir)
     client = MlflowClient(tracking_uri=uri)
     exp_id = _experiment_id(client, experiment, uri, project_dir)
-    commit = _git_commit(project_dir)
+    commit = git_commit(project_dir)
     all_tags = {
         "stage": stage,
         "git_commit": commit,

@@ -164,6 +164,8 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
             with run.trial(f"audit@{dataset}-{src}", {"source": src, "K": rubric_sets[src].K if src in rubric_sets
                                                       else 0}) as child:
                 child.log_metrics(flat_metrics({src: card[src]}))
+                if src in rubric_sets:  # the rubric text the numbers are about, beside them in the UI
+                    child.log_dict(rubric_sets[src].to_dict(), "rubric.json")
                 for axis, d in result["details"].get(src, {}).items():
                     if isinstance(d, dict) and d.get("items"):
                         child.log_table(pd.DataFrame(d["items"]), f"{axis}.items.json")

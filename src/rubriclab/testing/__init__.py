@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rubriclab.testing._browser import BrowserNotFoundError, browser, find_browser, mlflow_ui, wait_for_text
 from rubriclab.testing._drift_world import (
     BENCH_HURT_SENTENCE,
     BIAS_SENTENCE,
@@ -23,6 +24,7 @@ from rubriclab.testing._scripted import ScriptedProvider, last_user_text, script
 from rubriclab.testing._tiny_policy import tiny_policy
 
 __all__ = [
+    "BrowserNotFoundError", "browser", "find_browser", "mlflow_ui", "wait_for_text",
     "BENCH_HURT_SENTENCE", "BIAS_SENTENCE", "NEUTRAL_SENTENCES", "drift_pairs", "drift_world",
     "FAULT_KINDS", "FakeOpenAIServer", "FaultPlan", "PostgresNotFoundError", "ScriptedProvider", "default_responder",
     "fake_embedding", "find_postgres_bindir", "last_user_text", "postgres_server", "repair_world", "request_key", "scripted_model",

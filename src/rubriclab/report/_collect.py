@@ -1,0 +1,157 @@
+"""What the report shows: each stage's own outputs (its summary or card, which carry every interval's method,
+level and n), its figures, the figures drawn here from the audit card, and the call ledger."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from rubriclab.report._figures import card_scatter
+
+SECTION_ORDER = ("audit", "repair", "drift", "drift_check", "probe", "align", "ledger")
+
+
+def _md(path: Path, demote: int = 1) -> str:
+    """A stage's markdown with its headings pushed ``demote`` levels down (the report owns the top levels)."""
+    out, fence = [], False
+    lines = path.read_text(encoding="utf-8").splitlines()
+    if lines and lines[0].startswith("# "):  # the stage's title: the report's section heading says it already
+        lines = lines[1:]
+    for line in lines:
+        if line.startswith("```"):
+            fence = not fence
+        if not fence and re.match(r"#{1,5} ", line):
+            line = "#" * demote + line
+        out.append(line)
+    return "\n".join(out)
+
+
+def _img(path: Path, caption: str) -> tuple[str, str, bytes]:
+    return ("img", caption, path.read_bytes())
+
+
+def _csv_details(path: Path, title: str) -> tuple[str, str, str]:
+    table = pd.read_csv(path)
+    return ("details", title, table.to_html(index=False, na_rep="—", border=0, classes="data"))
+
+
+def audit_sections(project: Path) -> list[dict[str, Any]]:
+    out = []
+    for folder in sorted((project / "outputs/audit").glob("*/card.md")):
+        d = folder.parent
+        blocks: list[tuple] = [("md", _md(folder))]
+        card = json.loads((d / "card.json").read_text()) if (d / "card.json").exists() else {}
+        sources = card.get("card") or {}
+        level = (card.get("settings") or {}).get("confidence", 0.95)
+        for x, y, xl, yl, title, diag in (
+                ("app_in", "app_out", "App_in (in-domain applicability)", "App_out (out-of-domain)",
+                 "Applicability in vs out of domain", True),
+                ("alpha", "vfr", "Krippendorff's α (reliability)", "VFR (verified fool rate, adversarial)",
+                 "Reliability vs adversarial robustness", False)):
+            png, missing = card_scatter(sources, x, y, xl, yl,
+                                        f"{title}; error bars: {level:.0%} percentile bootstrap intervals from the card",
+                                        diagonal=diag)
+            if png is not None:
+                note = f" Not plotted (no value on this axis): {', '.join(missing)}." if missing else ""
+                blocks.append(("img", f"{title} per rubric source (n per point in the card).{note}", png))
+            else:
+                blocks.append(("md", f"*{title}: no rubric source has both values in this card.*"))
+        for csv in sorted(d.glob("*.per_criterion.csv")):
+            blocks.append(_csv_details(csv, f"Per criterion: {csv.name.removesuffix('.per_criterion.csv')}"))
+        out.append({"id": f"audit-{d.name}", "kind": "audit", "title": f"Audit card: {d.name}",
+                    "run_name": f"audit@{d.name}", "blocks": blocks})
+    return out
+
+
+def repair_sections(project: Path) -> list[dict[str, Any]]:
+    out = []
+    for summary in sorted((project / "outputs/repair").glob("*/summary.md")):
+        d = summary.parent
+        blocks: list[tuple] = [("md", _md(summary))]
+        for src in sorted(p for p in d.iterdir() if p.is_dir()):
+            if (src / "curve.png").exists():
+                blocks.append(_img(src / "curve.png", f"{src.name}: the α–VFR operating curve on held-out pairs, "
+                                                      "one point per δ (labels), from `curve.csv`"))
+            if (src / "diff.md").exists():
+                blocks.append(("md", f"#### {src.name}: before/after text of the repaired criteria\n\n"
+                               + _md(src / "diff.md", demote=3)))
+        out.append({"id": f"repair-{d.name}", "kind": "repair", "title": f"Repair: {d.name}",
+                    "run_name": f"repair@{d.name}", "blocks": blocks})
+    return out
+
+
+def drift_sections(project: Path) -> list[dict[str, Any]]:
+    out = []
+    for summary in sorted((project / "outputs/drift").glob("*/summary.md")):
+        d = summary.parent
+        blocks: list[tuple] = [("md", _md(summary))]
+        if (d / "comparison.png").exists():
+            blocks.append(_img(d / "comparison.png", "Bench and target agreement per method on test (intervals in "
+                                                     "the table above)"))
+        out.append({"id": f"drift-{d.name}", "kind": "drift", "title": f"Drift: {d.name}",
+                    "run_name": f"drift@{d.name}", "blocks": blocks})
+    gate = project / "outputs/drift_check"
+    if (gate / "report.md").exists():
+        blocks = [("md", _md(gate / "report.md"))]
+        if (gate / "flipped.csv").exists():
+            blocks.append(_csv_details(gate / "flipped.csv", "Flipped pairs (the verdict changed between rubrics)"))
+        out.append({"id": "drift-gate", "kind": "drift_check", "title": "Drift gate (`rubriclab drift check`)",
+                    "run_name": None, "blocks": blocks})
+    return out
+
+
+def probe_sections(project: Path) -> list[dict[str, Any]]:
+    d = project / "outputs/probe"
+    if not (d / "summary.md").exists():
+        return []
+    blocks: list[tuple] = [("md", _md(d / "summary.md"))]
+    for png in sorted((d / "semantics").glob("*.png")):
+        blocks.append(_img(png, f"Semantic analysis: {png.stem.replace('_', ' ')} (`semantics/{png.stem}.csv`)"))
+    return [{"id": "probe", "kind": "probe", "title": "Probe: rubric artifacts", "run_name": "probe",
+             "blocks": blocks}]
+
+
+def align_sections(project: Path) -> list[dict[str, Any]]:
+    out = []
+    for summary in sorted((project / "outputs/align").glob("*/summary.md")):
+        d = summary.parent
+        blocks: list[tuple] = [("md", _md(summary))]
+        if (d / "training/curves.png").exists():
+            blocks.append(_img(d / "training/curves.png", "DPO training curves per policy (one point per batch)"))
+        if (d / "win_rates.png").exists():
+            blocks.append(_img(d / "win_rates.png", "Win rates of the left policy with their intervals"))
+        out.append({"id": f"align-{d.name}", "kind": "align", "title": f"Align (DPO): {d.name}",
+                    "run_name": f"align@{d.name}", "blocks": blocks})
+    return out
+
+
+LEDGER_COLUMNS = {"stage": "stage", "role": "role", "items": "items", "cache_hits": "cache hits",
+                  "calls": "provider calls", "retries": "retries", "parse_failures": "parse failures",
+                  "transport_failures": "transport failures", "failed": "failed calls",
+                  "prompt_tokens": "prompt tokens", "completion_tokens": "completion tokens", "cost": "cost (USD)"}
+
+
+def ledger_section(rows: list[dict[str, Any]], store: str) -> dict[str, Any]:
+    if not rows:
+        blocks: list[tuple] = [("md", f"No model call is recorded in the call store (`{store}`).")]
+    else:
+        table = pd.DataFrame(rows).reindex(columns=list(LEDGER_COLUMNS)).rename(columns=LEDGER_COLUMNS)
+        total = {c: (table[c].sum() if c not in ("stage", "role") else "") for c in table.columns}
+        total["stage"] = "TOTAL"
+        table = pd.concat([table, pd.DataFrame([total])], ignore_index=True)
+        blocks = [("md", f"Every model call of every stage, from the call store (`{store}`) at report time: items "
+                         "asked, served from the store (cache hits), calls made to a provider, retries, parse and "
+                         "transport failures, tokens and cost per stage and role."),
+                  ("html", table.to_html(index=False, na_rep="—", border=0, classes="data",
+                                         float_format=lambda v: f"{v:.4f}"))]
+    return {"id": "ledger", "kind": "ledger", "title": "Call ledger", "run_name": None, "blocks": blocks}
+
+
+def collect_sections(project: Path, ledger_rows: list[dict[str, Any]], store: str) -> list[dict[str, Any]]:
+    """Every section whose stage produced outputs, in pipeline order, then the ledger."""
+    return [*audit_sections(project), *repair_sections(project), *drift_sections(project),
+            *probe_sections(project), *align_sections(project), ledger_section(ledger_rows, store)]

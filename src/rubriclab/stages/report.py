@@ -1,0 +1,58 @@
+"""DVC stage `report` (last): one self-contained HTML page, ``outputs/report/index.html``, with every stage's
+numbers, figures, the models behind them, links to their MLflow runs and the call ledger; logged to MLflow."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from rubriclab.config import find_project_dir, get, load_params
+from rubriclab.llm import open_store, store_location
+from rubriclab.report import DEFAULT_UI, build_report
+from rubriclab.tracking import git_commit, stage_run, tracking_uri
+
+
+def ledger_rows(params: dict[str, Any], project: Path) -> tuple[list[dict[str, Any]], str]:
+    loc = store_location(params, project)
+    if "://" not in loc and not Path(loc).exists():
+        return [], loc
+    store = open_store(loc)
+    try:
+        return store.ledger(), loc
+    finally:
+        store.close()
+
+
+def run_report_stage(params: dict[str, Any], project: Path, *, out_dir: Path | None = None,
+                     ui_url: str | None = None, track: bool = True) -> dict[str, Any]:
+    """Build the report into ``outputs/report`` (or ``out_dir``) and log it as an MLflow run ``report``."""
+    cfg = dict(get(params, "report", {}) or {})
+    experiment = get(params, "tracking.experiment", "rubriclab")
+    rows, store = ledger_rows(params, project)
+    display_store = str(Path(store).relative_to(project)) if "://" not in store and Path(store).is_relative_to(
+        project) else store
+    out = out_dir or project / "outputs/report"
+    res = build_report(project, out, tracking_uri=tracking_uri(project), experiment=experiment, ledger_rows=rows,
+                       store=display_store, ui_url=ui_url or cfg.get("mlflow_ui") or DEFAULT_UI,
+                       commit=git_commit(project))
+    if track:
+        with stage_run("report", "report", params, project, experiment=experiment,
+                       tags={"sections": ", ".join(s["id"] for s in res["sections"]),
+                             "adhoc": str(out_dir is not None)}) as run:
+            run.log_artifact(res["path"])
+            res["run_id"] = run.run_id
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rubriclab.stages.report")
+    ap.parse_args(argv)
+    project = find_project_dir()
+    run_report_stage(load_params(project / "params.yaml"), project)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
