@@ -98,6 +98,8 @@ def test_labels_follow_each_rubric(project):
     agree = pd.read_csv(project["root"] / "outputs/align/world/label_agreement.csv")
     row = agree[(agree["domain"] == "target") & (agree["comparison"] == "seed vs biased")].iloc[0]
     assert row["estimate"] == 0 and row["n"] == 4 and "percentile bootstrap over pairs" in row["interval"]
+    summary = (project["root"] / "outputs/align/world/summary.md").read_text()
+    assert "| bench | seed vs biased | 1.000 (n=4; the same on every pair: no interval) |" in summary
 
 
 def test_three_regimes_per_rubric_are_trained(project):

@@ -359,7 +359,9 @@ def _rel(path: Path, project: Path) -> str:
 
 def _fmt(row: Any) -> str:
     if row is None or not math.isfinite(float(row["estimate"])):
-        return "—"
+        return "— (no pair decided)"
+    if row["low"] == row["high"]:  # a point bootstrap distribution is not an interval
+        return f"{row['estimate']:.3f} (n={int(row['n'])}; the same on every pair: no interval)"
     return f"{row['estimate']:.3f} [{row['low']:.2f}, {row['high']:.2f}] (n={int(row['n'])})"
 
 
