@@ -130,8 +130,9 @@ def _gateway(ctx: dict[str, Any]) -> Any:
 def run_label(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
     cfg = dict(ctx["cfg"].get("label") or {})
     n = cfg.get("pairs")
-    pairs = [p for d in DOMAINS for p in _split(ctx["project"], ctx["setting"], d, "train", n)]
-    domain_of = {p.id: d for d in DOMAINS for p in _split(ctx["project"], ctx["setting"], d, "train", n)}
+    by_domain = {d: _split(ctx["project"], ctx["setting"], d, "train", n) for d in DOMAINS}
+    pairs = [p for d in DOMAINS for p in by_domain[d]]
+    domain_of = {p.id: d for d in DOMAINS for p in by_domain[d]}
     rubrics = {name: r["rubric"] for name, r in ctx["rubrics"].items()}
     judged = label_pairs(rubrics, pairs, gateway=_gateway(ctx), judge=ctx["judge"], seed=ctx["seed"],
                          samples=int(cfg.get("samples", 1)), templates_dir=ctx["templates_dir"])
