@@ -15,7 +15,7 @@ repro: install
 	$(VENV)/bin/rubriclab calls
 
 test: install
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile  # two workers (this machine has 2 cores); a file stays on one worker
 
 lint:
 	$(VENV)/bin/ruff check src tests benchmarks
@@ -25,6 +25,7 @@ bench:
 	$(VENV)/bin/python benchmarks/repair_sweep.py
 	$(VENV)/bin/python benchmarks/drift_gate.py
 	$(VENV)/bin/python benchmarks/probe_bootstrap.py
+	$(VENV)/bin/python benchmarks/reliability.py
 
 # PNGs of the report and the MLflow comparison view for the README (after `make repro`)
 screenshots:

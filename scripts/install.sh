@@ -3,7 +3,7 @@
 # Idempotent: a second run only checks what is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# PostgreSQL server binaries for the multi-process RDB study test (tests/test_repair_study.py starts a throwaway
+# PostgreSQL server binaries for the call-store and RDB study tests (tests/test_store_backends.py, test_repair_study.py start a throwaway
 # server; without the binaries that test is skipped). Debian/Ubuntu keep them in /usr/lib/postgresql/<v>/bin.
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"

@@ -63,7 +63,8 @@ def make_verifier(log: list | None = None):
         if log is not None:
             with lock:
                 log.append(messages)
-        resp = re.search(r"## Response being evaluated:\n(.*?)\n\n## ", _first_user(messages), re.S).group(1)
+        resp = re.search(r"## Response being evaluated:\n<response>\n(.*?)\n</response>", _first_user(messages),
+                         re.S).group(1)
         verdict = "EXPLOITING" if re.search(r"^#", resp, re.M) else "GENUINE"
         return f"<analysis>checked</analysis>\n<result>\n<verdict>{verdict}</verdict>\n</result>"
     return verifier

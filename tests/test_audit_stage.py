@@ -132,6 +132,12 @@ def test_audit_stage_writes_the_card_and_logs_nested_runs(project):
                 assert f"{col}:" in row["notes"], (src, col)
     assert "VFR formula" in md and "### mine" in md and "Baseline pool verifier: shown the pair's other" in md
     assert "Paired comparisons" in md and "flip_rate" in md and "vfr" in md
+    # adversarial axis, injection sensitivity: a judge that always answers A is never steered
+    inj = card["mine"]["injection_rate"]
+    assert inj["value"] == 0.0 and inj["n"] == 12 and inj["n_pairs"] == 6 and inj["n_failed"] == 0
+    assert inj["ci"]["unit"] == "pairs" and inj["ci"]["level"] == 0.95
+    assert (folder / "injection.png").exists() and "![Injection sensitivity per source](injection.png)" in md
+    assert "## Injection sensitivity" in md and (folder / "injection.csv").exists()
     metrics = json.loads((root / "metrics/audit/demo_helpful.json").read_text())
     assert metrics["mine.struct"] == 5.0 and "mine.alpha.low" in metrics and metrics["empty.K"] == 0
     client = MlflowClient(tracking_uri(root))

@@ -177,9 +177,25 @@ def test_fault_hang_times_out_client() -> None:
     assert time.monotonic() - t0 < 2.5  # stop() does not wait for the hang to finish
 
 
-def test_fault_garbage_is_not_the_responder_output() -> None:
-    body = {"messages": MSG, "response_format": {"type": "json_object"}}
+@pytest.mark.parametrize("i", range(6))
+def test_fault_garbage_is_not_a_chat_completion(i: int) -> None:
+    # a transport fault: HTML, bytes, JSON without choices, empty choices or a message without content
+    body = {"messages": [{"role": "user", "content": f"garbage {i}"}]}
     with FakeOpenAIServer(faults=_always("garbage")) as server:
+        status, _, raw = _post(server.url, body)
+        assert status == 200
+        try:
+            payload = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            payload = None
+        choices = payload.get("choices") if isinstance(payload, dict) else None
+        assert not choices or choices[0]["message"]["content"] is None
+        assert server.stats()["completions_ok"] == 0
+
+
+def test_fault_unparseable_is_a_well_formed_completion_no_parser_accepts() -> None:
+    body = {"messages": MSG, "response_format": {"type": "json_object"}}
+    with FakeOpenAIServer(faults=_always("unparseable")) as server:
         status, _, raw = _post(server.url, body)
         assert status == 200
         content = _content(raw)  # well-formed completion...
@@ -246,10 +262,10 @@ def test_mixed_plan_every_item_eventually_completes() -> None:
                         async with s.post(
                             url + "/chat/completions", json={"messages": [{"role": "user", "content": str(i)}]}
                         ) as r:
-                            if r.status == 200 and _content(await r.read()).startswith("echo:"):
+                            if r.status == 200 and (_content(await r.read()) or "").startswith("echo:"):
                                 done += 1
                                 break
-                    except (aiohttp.ClientError, json.JSONDecodeError):
+                    except (aiohttp.ClientError, ValueError, KeyError, IndexError, TypeError):  # garbage bodies
                         pass
         return done
 

@@ -71,7 +71,7 @@ def reads_criterion(messages, params):
 
 
 def reverser(messages, params):
-    crit = re.search(r'Original rubric item: "(.*)"', last_user_text(messages)).group(1)
+    crit = re.search(r'Original rubric item: <criterion>(.*)</criterion>', last_user_text(messages)).group(1)
     return f"Does not {crit[0].lower()}{crit[1:]}"
 
 
@@ -197,7 +197,7 @@ def test_rubric_perturbation_judge_ignoring_criterion_is_sticky(gateway):
 
 def test_rubric_perturbation_failures_counted(gateway):
     def bad_rewriter(messages, params):
-        crit = re.search(r'Original rubric item: "(.*)"', last_user_text(messages)).group(1)
+        crit = re.search(r'Original rubric item: <criterion>(.*)</criterion>', last_user_text(messages)).group(1)
         if "fact 0 " in crit + " ":
             return f'"{crit}."'  # repeats the original
         if "fact 1 " in crit + " ":

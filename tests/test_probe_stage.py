@@ -41,7 +41,7 @@ def _generator(messages, params):
 
 
 def _refiner(messages, params):
-    item = re.search(r'Original rubric item: "(.*)"', _first_user(messages), re.S).group(1)
+    item = re.search(r'Original rubric item: <criterion>(.*)</criterion>', _first_user(messages), re.S).group(1)
     return f"The response does not: {item}"
 
 

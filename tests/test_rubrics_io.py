@@ -57,7 +57,7 @@ def test_round_trip(tmp_path, suffix):
     # Saving the loaded copy yields byte-identical text: key order is stable.
     path2 = save_rubric_set(again, tmp_path / f"r2{suffix}")
     assert path.read_text() == path2.read_text()
-    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+    assert not [p for p in path.parent.iterdir() if ".tmp" in p.name]
 
 
 def test_saved_key_order(tmp_path):

@@ -21,7 +21,11 @@ def find_project_dir(start: Path | None = None) -> Path:
 
 
 def load_params(path: str | Path | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Read params.yaml and apply ``a.b.c=value`` overrides (values parsed as YAML)."""
+    """Read params.yaml, apply ``a.b.c=value`` overrides (values parsed as YAML) and validate the result.
+
+    Validation (``rubriclab._params_schema``) checks types, ranges, allowed values and unknown keys of what is
+    present and fills nothing in; a problem is a one-line ConfigError naming the file, the key and the ``--set``
+    it came from."""
     path = Path(path) if path else find_project_dir() / "params.yaml"
     if not path.exists():
         raise ConfigError(f"{path}: no params.yaml; run from the project folder or pass --params")
@@ -35,7 +39,18 @@ def load_params(path: str | Path | None = None, overrides: list[str] | None = No
         raise InputError("top level is not a mapping", file=str(path), expected="a YAML mapping of sections")
     for item in overrides or []:
         set_dotted(params, item)
+    from rubriclab._params_schema import validate_params
+
+    validate_params(params, _display(path), list(overrides or []))
     return params
+
+
+def _display(path: Path) -> str:
+    """``path`` as the user would type it: relative to the working folder when it is under it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def set_dotted(params: dict[str, Any], assignment: str) -> None:

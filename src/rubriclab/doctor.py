@@ -3,12 +3,14 @@ and whether the embedded models load and answer."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 from rubriclab.llm import panel, roles_from_params, store_location
 from rubriclab.llm._roles import HF_ROLES, RoleSpec
+from rubriclab.secrets import looks_like_secret_value, redact_urls
 
 
 def key_status(role: RoleSpec) -> tuple[bool, list[str]]:
@@ -19,6 +21,10 @@ def key_status(role: RoleSpec) -> tuple[bool, list[str]]:
         return True, []  # in-process models (llama.cpp, transformers): no provider key
     if role.api_key_env:
         import os
+
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", role.api_key_env) or looks_like_secret_value(role.api_key_env):
+            return False, [f"llm.roles.{role.name.split('[')[0]}.api_key_env (must be the NAME of an environment "
+                           "variable; the value looks like a key, not shown)"]
 
         return (bool(os.environ.get(role.api_key_env)), [] if os.environ.get(role.api_key_env) else [role.api_key_env])
     try:
@@ -57,7 +63,7 @@ def run_doctor(params: dict[str, Any], project_dir: Path, check_embedded: bool =
     roles = roles_from_params(params)
     ok = True
     print(f"project: {project_dir}")
-    print(f"call store: {store_location(params, project_dir)}")
+    print(f"call store: {redact_urls(store_location(params, project_dir))}")
     print("roles:")
     local_models: set[str] = set()
     for spec in roles.values():

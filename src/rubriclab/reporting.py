@@ -7,7 +7,7 @@ from typing import Any
 _LEDGER_COLS = [
     ("stage", "stage"), ("role", "role"), ("items", "items"), ("cache_hits", "hits"), ("calls", "calls"),
     ("failed", "failed"), ("retries", "retries"), ("parse_failures", "parse_fail"),
-    ("transport_failures", "transport_fail"), ("prompt_tokens", "tok_in"),
+    ("transport_failures", "transport_fail"), ("interrupted_batches", "interrupted"), ("prompt_tokens", "tok_in"),
     ("completion_tokens", "tok_out"), ("cost", "cost_usd"),
 ]
 
@@ -31,7 +31,8 @@ def format_table(rows: list[dict[str, Any]], cols: list[tuple[str, str]]) -> str
 
 def format_ledger(rows: list[dict[str, Any]]) -> str:
     """The `rubriclab calls` table, with a total row. ``calls`` counts provider calls ever made
-    (stored rows); ``hits`` counts items served from the store."""
+    (stored rows); ``hits`` counts items served from the store; ``retries`` counts every transport retry as it
+    happened; ``interrupted`` counts batches that never completed (a killed or failed stage)."""
     if not rows:
         return "no calls recorded"
     total: dict[str, Any] = {"stage": "TOTAL", "role": ""}

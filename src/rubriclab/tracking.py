@@ -21,7 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rubriclab.secrets import is_secret_key, looks_like_secret_value, scrub
+from rubriclab._owner import owner_is_gone, process_owner
+from rubriclab.atomic import write_text
+from rubriclab.secrets import is_secret_key, looks_like_secret_value, redact_urls, scrub
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -34,6 +36,7 @@ __all__ = [
     "flatten_params",
     "git_commit",
     "is_secret_key",
+    "reap_orphaned_runs",
     "stage_run",
     "tracking_uri",
     "write_metrics_json",
@@ -47,6 +50,8 @@ _MAX_TAG_VALUE_LENGTH = 8000
 _PARAMS_PER_BATCH = 100
 _METRICS_PER_BATCH = 1000
 
+OWNER_TAG = "rubriclab.owner"  # host:pid:token of the process that opened the run (reaped when it is gone)
+
 _BAD_KEY_CHARS = re.compile(r"[^/\w.\- ]")
 
 
@@ -54,10 +59,8 @@ def _param_str(value: Any) -> str:
     if isinstance(value, (list, tuple, set, frozenset)):
         items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else list(value)
         s = json.dumps(scrub(items), default=str, ensure_ascii=False)
-    elif isinstance(value, Path):
-        s = str(value)
-    else:
-        s = str(value)
+    else:  # an endpoint or storage URL keeps no user:password@ or ?key=… (api_base is not a secret-named key)
+        s = redact_urls(str(value))
     return s[:MAX_PARAM_VALUE_LENGTH]
 
 
@@ -193,7 +196,7 @@ class RunHandle:
         """Set run tags (values stringified and cut to MLflow's tag limit)."""
         from mlflow.entities import RunTag
 
-        items = [RunTag(_clean_key(str(k)), str(v)[:_MAX_TAG_VALUE_LENGTH]) for k, v in tags.items()]
+        items = [RunTag(_clean_key(str(k)), redact_urls(str(v))[:_MAX_TAG_VALUE_LENGTH]) for k, v in tags.items()]
         for i in range(0, len(items), _PARAMS_PER_BATCH):
             self.client.log_batch(self.run_id, tags=items[i : i + _PARAMS_PER_BATCH])
 
@@ -269,7 +272,7 @@ def _run(
 ) -> Iterator[RunHandle]:
     from mlflow.entities import RunStatus
 
-    run = client.create_run(experiment_id, tags=tags, run_name=run_name)
+    run = client.create_run(experiment_id, tags={**tags, OWNER_TAG: process_owner()}, run_name=run_name)
     handle = RunHandle(client, run.info.run_id, experiment_id, tags)
     status = RunStatus.to_string(RunStatus.FINISHED)
     try:
@@ -315,9 +318,29 @@ def stage_run(
     }
     if commit != "unknown":
         all_tags["mlflow.source.git.commit"] = commit  # shown by the MLflow UI
-    all_tags.update({_clean_key(str(k)): str(v)[:_MAX_TAG_VALUE_LENGTH] for k, v in (tags or {}).items()})
+    all_tags.update({_clean_key(str(k)): redact_urls(str(v))[:_MAX_TAG_VALUE_LENGTH] for k, v in (tags or {}).items()})
+    reap_orphaned_runs(client, exp_id)
     with _run(client, exp_id, run_name, params, all_tags) as handle:
         yield handle
+
+
+def reap_orphaned_runs(client: MlflowClient, experiment_id: str) -> list[str]:
+    """Mark KILLED every RUNNING run of this experiment whose process is gone (a SIGKILLed stage cannot end
+    its own run, which MLflow would otherwise show as running forever). Runs of live processes, and runs
+    from other hosts, are left alone. Returns the run ids it ended."""
+    from mlflow.entities import RunStatus
+
+    ended: list[str] = []
+    runs = client.search_runs([experiment_id], filter_string="attributes.status = 'RUNNING'", max_results=1000)
+    for run in runs:
+        owner = run.data.tags.get(OWNER_TAG)
+        if not owner_is_gone(owner):
+            continue
+        client.set_tag(run.info.run_id, "rubriclab.ended_by",
+                       f"marked KILLED by a later stage run: its process ({owner}) was gone")
+        client.set_terminated(run.info.run_id, status=RunStatus.to_string(RunStatus.KILLED))
+        ended.append(run.info.run_id)
+    return ended
 
 
 def _metric_value(value: Any) -> Any:
@@ -344,10 +367,5 @@ def write_metrics_json(path: str | Path, metrics: Mapping[str, Any]) -> Path:
 
     Written atomically (temp file + rename) so a killed stage never leaves half a file.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(_metric_value(metrics), indent=2, sort_keys=True, allow_nan=False) + "\n"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text(path, text)

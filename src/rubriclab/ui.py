@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rubriclab.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, tracking_uri
+from rubriclab.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, reap_orphaned_runs, tracking_uri
 
 OFFLINE_ENV = {
     # mlflow's server imports litellm, which otherwise fetches its price map from the network (~10 s here)
@@ -34,6 +34,7 @@ def prepare_experiment(uri: str, experiment: str) -> str | None:
         return None
     if exp.tags.get(EXPERIMENT_KIND_TAG) != EXPERIMENT_KIND:
         client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
+    reap_orphaned_runs(client, exp.experiment_id)  # a killed stage's run shows KILLED, not running forever
     return exp.experiment_id
 
 

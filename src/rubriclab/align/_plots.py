@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from rubriclab.align._evaluate import REGIME_LABELS
+from rubriclab.atomic import save_figure
 
 
 def _plt():
@@ -31,7 +32,7 @@ def curves_figure(history: pd.DataFrame, path: Path) -> Path:
         ax.set_title(key)
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -64,6 +65,6 @@ def win_rate_figure(rates: pd.DataFrame, path: Path) -> Path:
         ax.set_title(f"{source}: {interval}; ties count 0.5", fontsize=9)
         ax.legend(fontsize=7, ncol=len(comps))
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

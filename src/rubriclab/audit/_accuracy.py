@@ -43,7 +43,7 @@ from rubriclab.audit._compare import adjust_family
 from rubriclab.audit._context import AuditContext, from_bootstrap, metric
 from rubriclab.data import Pair, present, present_both_orders
 from rubriclab.errors import InputError
-from rubriclab.judging import PairwiseRubric, pairwise_request
+from rubriclab.judging import PairwiseRubric, load_judge_prompt, pairwise_request
 from rubriclab.llm import CallRequest, CallResult, RoleSpec, answer_format, json_parser, load_prompt
 from rubriclab.rubrics import RubricSet
 from rubriclab.stats import (
@@ -257,8 +257,8 @@ class _Builders:
 
     def __init__(self, judge: RoleSpec, rubric_sets: dict[str, RubricSet], templates_dir: str | None) -> None:
         self.rubric_sets = rubric_sets
-        self.direct = load_prompt("judge_direct", templates_dir)
-        self.no_rubric = load_prompt("judge_no_rubric", templates_dir)
+        self.direct = load_judge_prompt("judge_direct", templates_dir)  # refuses a prompt asking for no verdict
+        self.no_rubric = load_judge_prompt("judge_no_rubric", templates_dir)
         self.per_rubric = load_prompt("judge_per_rubric", templates_dir)
         self.judge = judge
         self.ab = answer_format(judge, "ab")

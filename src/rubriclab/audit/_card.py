@@ -24,13 +24,13 @@ COLUMNS: dict[str, str] = {
     "acc_direct": "Acc direct", "decided_rate_direct": "Decided direct", "acc_per_rubric": "Acc per-rubric",
     "decided_rate_per_rubric": "Decided per-rubric", "first_position_rate_direct": "1st-pos rate",
     "swap_flip_rate_direct": "Swap-flip", "fool_rate": "Fool", "confirmation_rate": "Confirm", "vfr": "VFR",
-    "leakage": "Prior leak",
+    "leakage": "Prior leak", "injection_rate": "Injection",
 }
 # columns with a paired comparison between sources: column -> (comparison metric, template, +1 when higher
 # is better / -1 when lower is); only these can carry a mark
 COMPARED: dict[str, tuple[str, str | None, int]] = {
     "acc_direct": ("accuracy", "direct", 1), "acc_per_rubric": ("accuracy", "per_rubric", 1),
-    "flip_rate": ("flip_rate", None, -1), "vfr": ("vfr", None, -1),
+    "flip_rate": ("flip_rate", None, -1), "vfr": ("vfr", None, -1), "injection_rate": ("injection_rate", None, -1),
 }
 # columns whose value may stand without an interval for a stated reason (said in the notes column)
 EXPLAIN_NO_INTERVAL = frozenset({"leakage"})

@@ -13,7 +13,7 @@ import pandas as pd
 
 from rubriclab.stats import bh_adjust, label_comparison, mde_paired, paired_bootstrap
 
-UNITS = {"flip_rate": "pairs", "vfr": "prompts"}
+UNITS = {"flip_rate": "pairs", "vfr": "prompts", "injection_rate": "pairs"}
 
 
 def adversarial_item_values(items: list[dict[str, Any]]) -> pd.Series:

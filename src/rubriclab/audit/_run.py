@@ -22,6 +22,7 @@ DEFAULTS: dict[str, Any] = {
     "samples": 5, "sample_temperature": 0.7, "templates": ["direct", "per_rubric"], "both_orders": False,
     "early_stop": True, "n_attacks": 500, "tau": 7, "n_boot": 2000, "n_boot_paired": 5000,
     "baseline_reference": "other", "paraphrase_check": {}, "attack_check": {},
+    "injection": True,  # adversarial axis: injection sensitivity of judge[0] (direct template, pool pairs)
 }
 
 
@@ -53,7 +54,7 @@ def run_audit(sources: dict[str, RubricSet], *, pool: list[Pair], heldout: list[
     card: dict[str, dict[str, Any]] = {src: {} for src in sources}
     details: dict[str, dict[str, Any]] = {src: {} for src in sources}
     counts: dict[str, Counter] = {src: Counter() for src in sources}
-    item_values: dict[str, dict[str, Any]] = {"flip_rate": {}, "vfr": {}}
+    item_values: dict[str, dict[str, Any]] = {"flip_rate": {}, "vfr": {}, "injection_rate": {}}
     not_audited: dict[str, str] = {}
     for src, rs in sources.items():
         card[src]["K"] = rs.K
@@ -98,6 +99,15 @@ def run_audit(sources: dict[str, RubricSet], *, pool: list[Pair], heldout: list[
             card[src]["vfr_formula"] = r["metrics"].get("formula")
             card[src]["baseline_verifier_reference"] = r["settings"]["baseline_reference_shown"]
             item_values["vfr"][src] = adversarial_item_values(r["items"])
+            counts[src].update(r["counts"])
+        if "adversarial" in axes and c["injection"]:
+            from rubriclab.audit._injection import DEFINITION, audit_injection
+
+            r = audit_injection(rs, pool, ctx, source=src)
+            card[src].update(r["metrics"])
+            card[src]["injection_definition"] = DEFINITION
+            details[src]["injection"] = r
+            item_values["injection_rate"][src] = r["item_values"]
             counts[src].update(r["counts"])
     comparisons: list[dict[str, Any]] = []
     accuracy_items: list[dict[str, Any]] = []

@@ -93,7 +93,7 @@ def check_paraphrases(rows: Sequence[tuple[Any, str, str | None, str | None]], c
             pending.append((tag, original, text))
     if pending and ctx.embedder is not None:
         texts = [t for _, o, c in pending for t in (o, c)]
-        X = embed_texts(texts, ctx.embedder, ctx.gateway.store, progress=ctx.progress)
+        X = embed_texts(texts, ctx.embedder, ctx.gateway.store, progress=ctx.progress, stage=ctx.gateway.stage)
         sims = np.sum(X[0::2] * X[1::2], axis=1)
         for (tag, _, text), sim in zip(pending, sims):
             if sim < b["min_similarity"]:
@@ -105,10 +105,11 @@ def check_paraphrases(rows: Sequence[tuple[Any, str, str | None, str | None]], c
 
 def template_markers(template_text: str) -> list[str]:
     """The fixed headings of a prompt template ("## Rubric:", "**Definition:**"): a reply that contains
-    one has copied its instructions instead of answering."""
+    one has copied its instructions instead of answering. A heading ends where its placeholder or the
+    placeholder's slot tag begins."""
     out = []
     for line in template_text.splitlines():
-        head = line.split("{", 1)[0].strip()
+        head = re.split(r"[{<]", line, maxsplit=1)[0].strip()
         if line.lstrip().startswith(("#", "**")) and len(head) > 3:
             out.append(head)
     return out

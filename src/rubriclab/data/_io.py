@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from rubriclab.atomic import atomic_path, write_parquet
 from rubriclab.data._clean import _meta
 from rubriclab.data._schema import PAIR_FIELDS, Pair
 from rubriclab.errors import InputError
@@ -31,12 +32,27 @@ def file_format(path: Path) -> str:
     return fmt
 
 
-def _read_text(path: Path) -> str:
+# One JSON line (one pair) longer than this is refused before it is parsed: no judge's context holds 16 Mi
+# characters, so such a line is a broken export (records run together, an embedded blob), not a pair to judge.
+MAX_LINE_CHARS = 16 * 2**20
+
+
+def _read_text(path: Path, strict: bool = False) -> str:
     raw = Path(path).read_bytes()
     if str(path).lower().endswith(".gz"):
         raw = gzip.decompress(raw)
-    # bad bytes become U+FFFD, which clean_pairs then counts as undecodable_text per row
-    return raw.decode("utf-8", errors="replace")
+    if not strict:
+        # bad bytes become U+FFFD, which clean_pairs then counts as undecodable_text per row
+        return raw.decode("utf-8", errors="replace")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"not UTF-8 ({exc.reason} 0x{raw[exc.start]:02x} at byte offset {exc.start})",
+            file=str(path),
+            line=raw.count(b"\n", 0, exc.start) + 1,
+            expected="UTF-8 text",
+        ) from None
 
 
 def _jsonl_rows(text: str, path: Path) -> list[tuple[int, dict]]:
@@ -44,6 +60,13 @@ def _jsonl_rows(text: str, path: Path) -> list[tuple[int, dict]]:
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
+        if len(line) > MAX_LINE_CHARS:
+            raise InputError(
+                f"line is {len(line):,} characters long",
+                file=str(path),
+                line=line_no,
+                expected=f"one JSON object per line of at most {MAX_LINE_CHARS:,} characters",
+            )
         try:
             obj = json.loads(line)
         except ValueError as exc:
@@ -86,11 +109,12 @@ def _json_rows(text: str, path: Path) -> list[tuple[int, dict]]:
     return rows
 
 
-def _csv_rows(path: Path) -> list[tuple[int, dict]]:
+def _csv_rows(path: Path, strict: bool = False) -> list[tuple[int, dict]]:
     import pandas as pd
 
+    text = _read_text(path, strict)
     try:
-        df = pd.read_csv(io.StringIO(_read_text(path)), dtype=str, keep_default_na=False)
+        df = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False)
     except Exception as exc:  # pandas raises several parser error types
         m = re.search(r"line (\d+)", str(exc))
         raise InputError(
@@ -114,10 +138,12 @@ def _parquet_rows(path: Path) -> list[tuple[int, dict]]:
     return [(i + 1, rec) for i, rec in enumerate(table.to_pylist())]
 
 
-def read_rows(path: str | Path) -> list[tuple[int, dict]]:
+def read_rows(path: str | Path, *, strict_utf8: bool = False) -> list[tuple[int, dict]]:
     """Raw rows of a jsonl/json/parquet/csv file as ``(line_no, dict)``; line numbers are 1-based.
 
     A corrupt line is an error naming the file and line: a half-broken file is not silently shortened.
+    Bytes that are not UTF-8 become U+FFFD (rows holding them are dropped and counted by ``clean_pairs``),
+    or with ``strict_utf8`` an error naming the file, line and byte offset.
     """
     path = Path(path)
     fmt = file_format(path)
@@ -126,8 +152,8 @@ def read_rows(path: str | Path) -> list[tuple[int, dict]]:
     if fmt == "parquet":
         return _parquet_rows(path)
     if fmt == "csv":
-        return _csv_rows(path)
-    text = _read_text(path)
+        return _csv_rows(path, strict_utf8)
+    text = _read_text(path, strict_utf8)
     return _jsonl_rows(text, path) if fmt == "jsonl" else _json_rows(text, path)
 
 
@@ -167,14 +193,14 @@ def write_pairs(pairs: Iterable[Pair], path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     if file_format(path) == "jsonl":
-        with path.open("w", encoding="utf-8") as fh:
+        with atomic_path(path) as tmp, tmp.open("w", encoding="utf-8") as fh:
             for p in pairs:
                 fh.write(json.dumps(p.to_dict(), ensure_ascii=False, default=str) + "\n")
         return path
     import pandas as pd
 
     df = pd.DataFrame(_pair_records(pairs), columns=list(PAIR_FIELDS))
-    df.to_parquet(path, index=False)
+    write_parquet(df, path, index=False)
     return path
 
 
@@ -185,14 +211,29 @@ def write_splits(splits: dict[str, list[Pair]], out_dir: str | Path, *, prefix: 
 
 
 def read_pairs(path: str | Path) -> list[Pair]:
-    """Read canonical pairs back from parquet or jsonl (or json/csv in the same shape)."""
-    rows = read_rows(path)
-    require_columns(columns_of(rows), ("id", "domain", "prompt", "chosen", "rejected"), file=str(path))
+    """Read canonical pairs back from parquet or jsonl (or json/csv in the same shape).
+
+    Strict, unlike the source loaders (which drop and count bad rows): a canonical file was written by
+    ``write_pairs`` from clean pairs, so a bad byte, an empty file or an empty text is an error naming
+    the file, line and field."""
+    rows = read_rows(path, strict_utf8=True)
+    required = ("id", "domain", "prompt", "chosen", "rejected")
+    if not rows:
+        raise InputError("file holds no pairs", file=str(path), expected=f"rows with {', '.join(required)}")
+    require_columns(columns_of(rows), required, file=str(path))
     pairs = []
     for line_no, row in rows:
-        for key in ("id", "domain", "prompt", "chosen", "rejected"):
+        for key in required:
             if row.get(key) is None:
                 raise InputError("value is missing", file=str(path), line=line_no, field=key, expected="a value")
+        for key in ("prompt", "chosen", "rejected"):
+            value = row[key]
+            if not isinstance(value, str):
+                raise InputError(f"value is a {type(value).__name__}", file=str(path), line=line_no, field=key,
+                                 expected="text")
+            if not value.strip():
+                raise InputError("value is empty", file=str(path), line=line_no, field=key,
+                                 expected="non-empty text")
         row = dict(row)
         row["meta"] = _meta(row.get("meta"))
         pairs.append(Pair.from_dict(row))

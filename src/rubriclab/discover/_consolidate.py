@@ -253,7 +253,7 @@ def consolidate(nodes: list[Node], gateway: Gateway, *, consolidator: RoleSpec, 
             break
         stats = {"level": level, "nodes_in": len(nodes), "subgroup_calls": 0, "reasks": 0, "splits": 0,
                  "salvaged_replies": 0, "salvaged_groups": 0}
-        X = embed_texts([n.text for n in nodes], embedder, store, progress=progress)
+        X = embed_texts([n.text for n in nodes], embedder, store, progress=progress, stage=gateway.stage)
         labels = _cluster(X, cluster_size)
         clusters = [[nodes[i] for i in np.flatnonzero(labels == lab)] for lab in sorted(set(labels.tolist()))]
         multi = [c for c in clusters if len(c) > 1]

@@ -64,7 +64,7 @@ def discover(pairs: list[Pair], cfg: dict[str, Any], *, gateway: Gateway, store:
                                 batch_size=c["batch_size"], min_split=c["min_split"],
                                 min_words=c["min_description_words"], templates_dir=templates_dir, progress=progress)
     kept, dropped = filter_pool(nodes, n_min=c["n_min"], min_pairs=c["min_pairs"])
-    X = embed_texts([n.text for n in kept], embedder, store, progress=progress) if kept else None
+    X = embed_texts([n.text for n in kept], embedder, store, progress=progress, stage=gateway.stage) if kept else None
     order = mmr_select(kept, X, c["k"], c["mmr_lambda"]) if kept else []
     provenance = {"dataset": dataset, "pairs": len(pairs), "extractor": extractor.model,
                   "consolidator": consolidator.model, "embedder": embedder.model,

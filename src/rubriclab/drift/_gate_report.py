@@ -7,13 +7,13 @@ changed), ``items.csv`` (every judged row under both rubrics) and, for a cluster
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from rubriclab import atomic
 from rubriclab.drift._gate import DriftCheck, fmt_mde
 
 SHOWN_FLIPPED = 20
@@ -97,19 +97,19 @@ def write_gate_report(result: DriftCheck, out_dir: str | Path, *, clusters: pd.D
     out.mkdir(parents=True, exist_ok=True)
     paths = {"report.md": out / "report.md", "report.json": out / "report.json", "domains.csv": out / "domains.csv",
              "flipped.csv": out / "flipped.csv", "items.csv": out / "items.csv"}
-    paths["report.md"].write_text(gate_markdown(result, clusters=clusters, note=note), encoding="utf-8")
+    atomic.write_text(paths["report.md"], gate_markdown(result, clusters=clusters, note=note), encoding="utf-8")
     data = result.to_dict()
     if note:
         data["note"] = note
     if clusters is not None:
         data["clusters"] = clusters.to_dict(orient="records")
-    paths["report.json"].write_text(json.dumps(data, indent=2, default=str, allow_nan=False) + "\n", encoding="utf-8")
-    result.domains.to_csv(paths["domains.csv"], index=False)
-    result.flipped.to_csv(paths["flipped.csv"], index=False)
-    result.items.to_csv(paths["items.csv"], index=False)
+    atomic.write_json(paths["report.json"], data, indent=2, default=str, allow_nan=False)
+    atomic.write_csv(result.domains, paths["domains.csv"], index=False)
+    atomic.write_csv(result.flipped, paths["flipped.csv"], index=False)
+    atomic.write_csv(result.items, paths["items.csv"], index=False)
     if clusters is not None:
         paths["clusters.csv"] = out / "clusters.csv"
-        clusters.to_csv(paths["clusters.csv"], index=False)
+        atomic.write_csv(clusters, paths["clusters.csv"], index=False)
     elif (out / "clusters.csv").exists():  # left by an earlier clustered run into the same folder
         (out / "clusters.csv").unlink()
     return paths

@@ -13,9 +13,9 @@ from rubriclab.judging._judge import (
     pairwise_request,
     status_of,
 )
-from rubriclab.judging._rubric import PairwiseRubric, load_pairwise_rubric
+from rubriclab.judging._rubric import PairwiseRubric, load_judge_prompt, load_pairwise_rubric
 
 __all__ = [
     "STATUSES", "TIE", "PairwiseRubric", "agreement", "credit", "describe_agreement", "judge_pairs",
-    "load_pairwise_rubric", "pairwise_request", "status_of",
+    "load_judge_prompt", "load_pairwise_rubric", "pairwise_request", "status_of",
 ]

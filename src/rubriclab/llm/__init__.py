@@ -24,7 +24,24 @@ from rubriclab.llm._providers import register_provider, registered_providers
 from rubriclab.llm._roles import ROLES, RoleSpec, panel, role_from_dict, roles_from_params
 from rubriclab.llm._scoring import yes_no_gap
 from rubriclab.llm._store import CallRecord, CallStore, SQLiteCallStore, call_key, open_store
-from rubriclab.llm._templates import PROMPTS, PromptTemplate, load_prompt, parse_prompt, register_prompt
+from rubriclab.llm._templates import (
+    PROMPTS,
+    TRUSTED_IN,
+    TRUSTED_PLACEHOLDERS,
+    Delimiters,
+    PromptTemplate,
+    UndelimitedPlaceholderWarning,
+    delimiters_of,
+    escape_for,
+    escape_value,
+    load_prompt,
+    parse_prompt,
+    register_prompt,
+    slot_delimiters,
+    trusted_placeholders,
+    undelimited_placeholders,
+    warn_undelimited,
+)
 
 DEFAULT_STORE = ".rubriclab/calls.sqlite"
 
@@ -58,4 +75,6 @@ __all__ = [
     "open_store", "panel", "parse_pass_fail", "parse_prompt", "parse_verdict", "parse_yes_no", "prepare_roles",
     "register_prompt", "register_provider", "registered_providers", "role_from_dict", "roles_from_params",
     "score_parser", "store_location", "yes_no_gap",
+    "Delimiters", "TRUSTED_IN", "TRUSTED_PLACEHOLDERS", "UndelimitedPlaceholderWarning", "delimiters_of", "escape_for",
+    "escape_value", "slot_delimiters", "trusted_placeholders", "undelimited_placeholders", "warn_undelimited",
 ]

@@ -14,14 +14,18 @@ from tqdm.auto import tqdm
 
 from rubriclab.errors import ParseFailure
 from rubriclab.llm._limits import ModelLimiter
-from rubriclab.llm._retry import backoff_seconds, describe, is_retryable, retry_after_seconds
+from rubriclab.llm._retry import backoff_seconds, check_response, describe, is_retryable, retry_after_seconds
 from rubriclab.llm._roles import RoleSpec
-from rubriclab.llm._store import CallRecord, CallStore, call_key, public_params
+from rubriclab.llm._schedule import prefix_order
+from rubriclab.llm._store import CLAIM_RENEW_S, CallRecord, CallStore, call_key, claim_is_stale, public_params
 from rubriclab.secrets import public_endpoint
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
 litellm.drop_params = True  # a provider that lacks `seed` or `top_p` still answers
+# One retry layer: litellm's OpenAI embeddings path reads max_retries=0 as "unset" (`max_retries or
+# DEFAULT_MAX_RETRIES`) and lets the SDK retry twice; with the default at 0 only our layer retries.
+litellm.DEFAULT_MAX_RETRIES = 0
 
 
 @dataclass
@@ -94,13 +98,38 @@ class CallResult:
 
 
 class _BatchStats:
-    def __init__(self) -> None:
+    """Per (role, model) counts of one batch, written to the store when the batch starts and updated as it
+    goes (at most every ``flush_s``), so a killed batch keeps a row marked not completed."""
+
+    def __init__(self, store: CallStore, stage: str, flush_s: float = 0.5) -> None:
         self.by_role: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        self.store, self.stage, self.flush_s = store, stage, flush_s
+        self.started = time.time()
+        self._ids: dict[tuple[str, str], int] = {}
+        self._flushed_at = 0.0
 
     def add(self, role: RoleSpec, **counts: float) -> None:
         row = self.by_role[(role.name, role.model)]
         for k, v in counts.items():
             row[k] += v
+        if time.monotonic() - self._flushed_at >= self.flush_s or (role.name, role.model) not in self._ids:
+            self.flush(completed=False)
+
+    def start(self, roles: Sequence[RoleSpec]) -> None:
+        """Write the batch's rows (counts 0, not completed) before any call, one per (role, model): a batch
+        killed before its first result still leaves a row the ledger counts as interrupted."""
+        for role in roles:
+            self.by_role[(role.name, role.model)]  # noqa: B018 - the defaultdict creates the zero row
+        self.flush(completed=False)
+
+    def flush(self, completed: bool) -> None:
+        self._flushed_at = time.monotonic()
+        for (role, model), c in self.by_role.items():
+            self._ids[(role, model)] = self.store.record_batch({
+                "stage": self.stage, "role": role, "model": model, "started_at": self.started,
+                "wall_s": time.time() - self.started, "completed": int(completed),
+                **{k: (float(v) if k == "cost" else int(v)) for k, v in c.items()},
+            }, self._ids.get((role, model)))
 
 
 class Gateway:
@@ -109,12 +138,15 @@ class Gateway:
     ``stage`` labels every stored call and batch so ``rubriclab calls`` can account per stage.
     """
 
-    def __init__(self, store: CallStore, stage: str = "adhoc", progress: bool = True) -> None:
+    def __init__(self, store: CallStore, stage: str = "adhoc", progress: bool = True,
+                 prefix_schedule: bool = True) -> None:
         self.store = store
         self.stage = stage
         self.progress = progress
+        self.prefix_schedule = prefix_schedule  # in-process models: calls sharing a prompt prefix run adjacently
         self._limiters: dict[tuple[str, str | None], ModelLimiter] = {}
         self._inflight: dict[str, asyncio.Future] = {}  # identical requests in one batch share one call
+        self._slots: dict[tuple[str, str | None], asyncio.Semaphore] = {}  # claim only what can run now
 
     # -- public API -------------------------------------------------------------------------
     def run(self, requests: Sequence[CallRequest], desc: str = "calls") -> list[CallResult]:
@@ -123,9 +155,10 @@ class Gateway:
 
     async def arun(self, requests: Sequence[CallRequest], desc: str = "calls") -> list[CallResult]:
         """Run a batch on the current event loop; results come back in request order."""
-        self._limiters, self._inflight = {}, {}  # asyncio primitives belong to one loop
-        stats = _BatchStats()
-        started = time.time()
+        self._limiters, self._inflight, self._slots = {}, {}, {}  # asyncio primitives belong to one loop
+        stats = _BatchStats(self.store, self.stage)
+        if requests:
+            stats.start([r.role for r in requests])
         results: list[CallResult | None] = [None] * len(requests)
         completed = False
         bar = tqdm(total=len(requests), desc=f"{self.stage}:{desc}", disable=not self.progress or not requests,
@@ -145,6 +178,9 @@ class Gateway:
                         continue
                 pending.append(i)
 
+            if self.prefix_schedule:
+                pending = prefix_order(requests, pending)
+
             async def one(i: int) -> None:
                 results[i] = await self._resolve(requests[i], stats, keys[i], cached.get(keys[i]))
                 bar.update(1)
@@ -153,7 +189,7 @@ class Gateway:
             completed = True
         finally:
             bar.close()
-            self._record(stats, started, completed)
+            stats.flush(completed)
         return results  # type: ignore[return-value]
 
     # -- internals --------------------------------------------------------------------------
@@ -172,8 +208,8 @@ class Gateway:
             hits += hit
             fresh_retries += 0 if hit else rec.retries
             res = self._from_record(req, rec, cached=hit)
-            if res.parse_error is not None:
-                messages = req.reask_messages(res.text, res.parse_error)
+            if res.parse_error is not None:  # the re-ask says what was wrong, not who said it (re-ask keys unchanged)
+                messages = req.reask_messages(res.text, res.parse_error.removeprefix(f"{req.role.model}: "))
             total.attempts += 1
             total.retries += rec.retries
             total.prompt_tokens += rec.prompt_tokens
@@ -201,9 +237,53 @@ class Gateway:
         this batch (e.g. a flip-rate run that equals a panel seat). Returns (record, made_by_this_request)."""
         fut = self._inflight.get(key)
         if fut is not None:
-            return await asyncio.shield(fut), False
-        fut = self._inflight[key] = asyncio.ensure_future(self._call(req, attempt, messages, key))
-        return await asyncio.shield(fut), True
+            rec, _ = await asyncio.shield(fut)
+            return rec, False
+        fut = self._inflight[key] = asyncio.ensure_future(self._claimed_call(req, attempt, messages, key))
+        return await asyncio.shield(fut)
+
+    async def _claimed_call(self, req: CallRequest, attempt: int, messages: list[dict[str, Any]],
+                            key: str) -> tuple[CallRecord, bool]:
+        """Call the provider only while holding the store's claim on ``key``; when another process holds it,
+        wait for its record instead (processes sharing a store make each unique call once). A claim is taken
+        only when a concurrency slot is free, so workers sharing a batch split it instead of one claiming it
+        all. A claim whose owner died (SIGKILL) or stopped renewing it is taken over."""
+        wait = 0.05
+        while True:
+            async with self._slot(req.role):
+                if self.store.claim(key):
+                    heartbeat = asyncio.ensure_future(self._renew_claim(key))
+                    try:
+                        rec = self.store.get_ok([key]).get(key)  # made by another process since our batch began
+                        if rec is not None:
+                            return rec, False
+                        return await self._call(req, attempt, messages, key), True
+                    finally:
+                        heartbeat.cancel()
+                        self.store.release(key)
+            rec = self.store.get_ok([key]).get(key)
+            if rec is not None:
+                return rec, False
+            holder = self.store.claim_holder(key)
+            if holder is not None and claim_is_stale(holder):
+                self.store.release(key, holder)
+                continue
+            if holder is None:
+                continue  # released without an ok record (it failed): try ourselves
+            await asyncio.sleep(wait)
+            wait = min(1.0, wait * 1.5)
+
+    def _slot(self, role: RoleSpec) -> asyncio.Semaphore:
+        key = (role.model, role.api_base)
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._slots[key] = asyncio.Semaphore(max(1, role.concurrency))
+        return slot
+
+    async def _renew_claim(self, key: str) -> None:
+        while True:  # a claim not renewed within CLAIM_LEASE_S is taken over by another worker
+            await asyncio.sleep(CLAIM_RENEW_S)
+            self.store.renew(key)
 
     def _from_record(self, req: CallRequest, rec: CallRecord, cached: bool) -> CallResult:
         res = CallResult(request=req, ok=rec.status == "ok", text=rec.text, error=rec.error, cached=cached,
@@ -222,6 +302,8 @@ class Gateway:
                 res.ok, res.parse_error = False, str(exc)
         elif res.ok:
             res.value = rec.text
+        if res.parse_error is not None:  # one line naming the model, as a file error names its file
+            res.parse_error = f"{req.role.model}: {res.parse_error}"
         return res
 
     def _limiter(self, role: RoleSpec) -> ModelLimiter:
@@ -248,6 +330,7 @@ class Gateway:
                     model=role.model, messages=messages, timeout=role.timeout, num_retries=0, max_retries=0,
                     **{**params, **role.transport_params()},
                 )
+                check_response(resp)
                 rec = _record_from_response(resp, req, messages, params, key, attempt, self.stage,
                                             time.perf_counter() - t0, retries)
                 used = rec.prompt_tokens + rec.completion_tokens
@@ -264,18 +347,11 @@ class Gateway:
                 delay = retry_after_seconds(exc)
                 if delay is None:
                     delay = backoff_seconds(retries)
+                self.store.record_retry(key, self.stage, role.name, role.model, describe(exc))
             finally:
                 limiter.release(est, used)
             retries += 1
             await asyncio.sleep(delay)
-
-    def _record(self, stats: _BatchStats, started: float, completed: bool) -> None:
-        for (role, model), c in stats.by_role.items():
-            self.store.record_batch({
-                "stage": self.stage, "role": role, "model": model, "started_at": started,
-                "wall_s": time.time() - started, "completed": int(completed),
-                **{k: (float(v) if k == "cost" else int(v)) for k, v in c.items()},
-            })
 
 
 def _stored_request(role: RoleSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:

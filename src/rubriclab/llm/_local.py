@@ -179,8 +179,7 @@ def _first_token_distribution(llm: Any, messages: list, k: int) -> dict:
 
     tokens = llm.tokenize(_format(llm, messages).encode("utf-8"), add_bos=False, special=True)
     _check_context(llm, len(tokens), 1, "local")
-    llm.reset()
-    llm.eval(tokens)
+    eval_after_prefix(llm, tokens)
     logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(llm.n_vocab(),))
     logits = logits.astype(np.float64)
     logprobs = logits - (logits.max() + math.log(np.exp(logits - logits.max()).sum()))
@@ -195,6 +194,26 @@ def _first_token_distribution(llm: Any, messages: list, k: int) -> dict:
         "usage": {"prompt_tokens": len(tokens), "completion_tokens": 1, "total_tokens": len(tokens) + 1},
         "logprobs": {"content": [{**entries[0], "top_logprobs": entries}]},
     }
+
+
+def eval_after_prefix(llm: Any, tokens: list[int]) -> int:
+    """Evaluate ``tokens``, keeping the KV state of the longest prefix they share with the previous prompt (as
+    llama-cpp-python's ``generate`` does for completions). At least the last token is evaluated, so its
+    logits are fresh. Returns the number of tokens reused."""
+    cached = llm.input_ids[: llm.n_tokens].tolist() if llm.n_tokens else []
+    reuse = 0
+    for a, b in zip(cached, tokens):
+        if a != b:
+            break
+        reuse += 1
+    reuse = min(reuse, len(tokens) - 1)
+    if reuse <= 0:
+        llm.reset()
+        reuse = 0
+    else:
+        llm.n_tokens = reuse  # eval() drops the KV cells after n_tokens
+    llm.eval(tokens[reuse:])
+    return reuse
 
 
 def _model_response(model: str, out: dict) -> litellm.ModelResponse:

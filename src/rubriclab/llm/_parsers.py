@@ -16,11 +16,14 @@ _TAG = re.compile(r"<verdict>\s*([AB])\s*</verdict>", re.IGNORECASE)
 _RESTATED_IF = re.compile(r"[\"'`*]*\s*(?:if|when|means)\b", re.IGNORECASE)
 _ALTERNATIVES = re.compile(r"(\[\[\s*[AB]\s*\]\]|<verdict>\s*[AB]\s*</verdict>)[\"'`*]*\s*(?:or|/|and|,)\s*[\"'`*]*"
                            r"(\[\[\s*[AB]\s*\]\]|<verdict>\s*[AB]\s*</verdict>)", re.IGNORECASE)
+# the packaged judge prompts' own format line, "<verdict>A or B</verdict>", echoed back
+_TAG_ALTERNATIVES = re.compile(r"<verdict>\s*[AB]\s*(?:or|/|\|)\s*[AB]\s*</verdict>", re.IGNORECASE)
 _SCORE = re.compile(r"SCORE\s*[:=]\s*\**\s*(-?\d+(?:\.\d+)?)(\s*(?:-|–|to)\s*\d+)?", re.IGNORECASE)
 _PASS_FAIL_ONLY = re.compile(r"^[\s*_`\"'#>-]*(PASS|FAIL)[\s*_`\"'.!]*$", re.IGNORECASE)
 _YES_NO = re.compile(r"^\W*(yes|no)\b", re.IGNORECASE)
 _YES_OR_NO = re.compile(r"^\W*(yes|no)\W*\s*(?:or|/)\s*\W*(yes|no)\b", re.IGNORECASE)
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL)
+_ONE_VERDICT = "exactly one verdict, [[A]] or [[B]] (or <verdict>A</verdict> / <verdict>B</verdict>)"
 
 
 def _snippet(text: str) -> str:
@@ -51,11 +54,12 @@ def parse_verdict(text: str) -> str:
     """
     found = stated_markers(text, _TAG) or stated_markers(text, _BRACKET)
     if not found:
-        if _TAG.search(text) or _BRACKET.search(text):
-            raise ParseFailure(f"the reply only restates the answer format; it states no verdict: {_snippet(text)!r}")
-        raise ParseFailure(f"no verdict ([[A]]/[[B]] or <verdict>A</verdict>) in reply: {_snippet(text)!r}")
+        if _TAG.search(text) or _BRACKET.search(text) or _TAG_ALTERNATIVES.search(text):
+            raise ParseFailure(f"the reply only restates the answer format; it states no verdict: {_snippet(text)!r}; "
+                               f"expected {_ONE_VERDICT}")
+        raise ParseFailure(f"no verdict in reply: {_snippet(text)!r}; expected {_ONE_VERDICT}")
     if len(set(found)) > 1:
-        raise ParseFailure(f"ambiguous verdict {found} in reply: {_snippet(text)!r}")
+        raise ParseFailure(f"ambiguous verdict {found} in reply: {_snippet(text)!r}; expected {_ONE_VERDICT}")
     return found[-1]
 
 
@@ -66,16 +70,19 @@ def score_parser(lo: float, hi: float) -> Callable[[str], int]:
     failure (re-asked, then counted), never rounded; ``7.0`` reads as 7. A restated range
     (``SCORE: 0-10``) is not a score."""
 
+    expected = f"one integer 'SCORE: n' with n from {lo:g} to {hi:g}"
+
     def parse(text: str) -> int:
         found = [m.group(1) for m in _SCORE.finditer(text) if not m.group(2)]
         if not found:
             raise ParseFailure(f"no 'SCORE: n' in reply: {_snippet(text)!r}")
         value = float(found[-1])
         if not value.is_integer():
-            raise ParseFailure(f"score {found[-1]} is not an integer (the scale is integer {lo:g}-{hi:g}): "
-                               f"{_snippet(text)!r}")
+            raise ParseFailure(f"score {found[-1]} is not an integer in reply: {_snippet(text)!r}; "
+                               f"expected {expected}")
         if not lo <= value <= hi:
-            raise ParseFailure(f"score {value:g} outside [{lo:g}, {hi:g}] in reply: {_snippet(text)!r}")
+            raise ParseFailure(f"score {value:g} outside [{lo:g}, {hi:g}] in reply: {_snippet(text)!r}; "
+                               f"expected {expected}")
         return int(value)
 
     return parse

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -16,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from rubriclab._owner import HOST, owner_is_gone, process_owner
 from rubriclab.errors import ConfigError
 from rubriclab.secrets import public_endpoint, scrub
 
@@ -74,7 +76,12 @@ class CallStore(Protocol):
 
     def get_ok(self, keys: list[str]) -> dict[str, CallRecord]: ...
     def put(self, record: CallRecord) -> None: ...
-    def record_batch(self, summary: dict[str, Any]) -> None: ...
+    def record_batch(self, summary: dict[str, Any], batch_id: int | None = None) -> int: ...
+    def record_retry(self, key: str, stage: str, role: str, model: str, reason: str) -> None: ...
+    def claim(self, key: str) -> bool: ...
+    def claim_holder(self, key: str) -> dict[str, Any] | None: ...
+    def renew(self, key: str) -> None: ...
+    def release(self, key: str, holder: dict[str, Any] | None = None) -> None: ...
     def ledger(self) -> list[dict[str, Any]]: ...
     def get_embeddings(self, model: str, texts: list[str]) -> dict[str, list[float]]: ...
     def put_embeddings(self, model: str, vectors: dict[str, list[float]]) -> None: ...
@@ -92,7 +99,28 @@ CREATE TABLE IF NOT EXISTS batches (
   items INTEGER, cache_hits INTEGER, provider_calls INTEGER, retries INTEGER, failures INTEGER,
   parse_failures INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cost REAL, completed INTEGER);
 CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, model TEXT, vector TEXT);
+CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, claimed_at REAL);
 """
+# One row per retry, written when the retry happens: a killed process keeps the retries of the call it was
+# making (that call's own row, written when it ends, never comes). ``n`` > 1 only for backfilled history.
+_RETRY_SCHEMA = """
+CREATE TABLE retry_events (id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT, stage TEXT, role TEXT, model TEXT,
+  reason TEXT, n INTEGER, at REAL);
+CREATE INDEX retry_events_stage_role ON retry_events(stage, role);
+INSERT INTO retry_events (key, stage, role, model, reason, n, at)
+  SELECT key, stage, role, model, 'recorded before retry events', retries, created_at FROM calls WHERE retries > 0;
+"""
+
+# The claimant renews its claim every CLAIM_RENEW_S while its call (with retries) runs; a claim not renewed for
+# CLAIM_LEASE_S is taken over even when its owner cannot be checked (a worker on another host that died).
+CLAIM_RENEW_S = 15.0
+CLAIM_LEASE_S = 90.0
+
+
+def claim_is_stale(holder: dict[str, Any], now: float | None = None) -> bool:
+    """Whether a claim's owner is gone (a dead process on this host, or a reused pid) or its lease ran out."""
+    now = time.time() if now is None else now
+    return now - float(holder.get("claimed_at") or 0) > CLAIM_LEASE_S or owner_is_gone(holder.get("owner"))
 
 
 class SQLiteCallStore:
@@ -105,7 +133,21 @@ class SQLiteCallStore:
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")  # two processes opening one new store: one creates it
+            try:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self._db.execute(statement)
+                if not self._db.execute(
+                        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='retry_events'").fetchone():
+                    for statement in _RETRY_SCHEMA.split(";"):
+                        if statement.strip():
+                            self._db.execute(statement)
+                self._db.execute("COMMIT")
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
 
     def get_ok(self, keys: list[str]) -> dict[str, CallRecord]:
         out: dict[str, CallRecord] = {}
@@ -128,12 +170,7 @@ class SQLiteCallStore:
         return out
 
     def put(self, record: CallRecord) -> None:
-        row = (
-            record.key, record.model, record.role, record.stage, record.sample_index, record.attempt,
-            record.status, record.text, json.dumps(record.extra, default=str), record.prompt_tokens,
-            record.completion_tokens, record.cost, record.latency_s, record.retries, record.error,
-            json.dumps(record.request, ensure_ascii=False, default=str), record.created_at,
-        )
+        row = record_row(record)
         with self._lock:
             # an ok row is never replaced by a later error for the same key
             self._db.execute(
@@ -145,51 +182,67 @@ class SQLiteCallStore:
                 row,
             )
 
-    def record_batch(self, summary: dict[str, Any]) -> None:
-        cols = [
-            "stage", "role", "model", "started_at", "wall_s", "items", "cache_hits", "provider_calls", "retries",
-            "failures", "parse_failures", "prompt_tokens", "completion_tokens", "cost", "completed",
-        ]
+    def record_batch(self, summary: dict[str, Any], batch_id: int | None = None) -> int:
+        """Insert a batch summary, or update row ``batch_id`` in place (a batch is written when it starts and
+        updated as it goes, so a killed batch keeps its row, marked not completed). Returns the row id."""
+        cols = BATCH_COLUMNS
+        values = [summary.get(c, 0) for c in cols]
         with self._lock:
-            self._db.execute(
-                f"INSERT INTO batches ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",
-                [summary.get(c, 0) for c in cols],
-            )
+            if batch_id is None:
+                cur = self._db.execute(
+                    f"INSERT INTO batches ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})", values)
+                return int(cur.lastrowid)
+            self._db.execute(f"UPDATE batches SET {','.join(c + '=?' for c in cols)} WHERE id=?", [*values, batch_id])
+            return batch_id
+
+    def record_retry(self, key: str, stage: str, role: str, model: str, reason: str) -> None:
+        with self._lock:
+            self._db.execute("INSERT INTO retry_events (key, stage, role, model, reason, n, at) VALUES (?,?,?,?,?,1,?)",
+                             (key, stage, role, model, reason[:300], time.time()))
+
+    # -- claims: one provider call per key across processes sharing this store ---------------------
+    def claim(self, key: str) -> bool:
+        """Take the right to call the provider for ``key``; False when another owner holds it."""
+        with self._lock:
+            cur = self._db.execute("INSERT OR IGNORE INTO claims VALUES (?,?,?,?,?)",
+                                   (key, process_owner(), HOST, os.getpid(), time.time()))
+            return cur.rowcount == 1
+
+    def renew(self, key: str) -> None:
+        """Keep our claim on ``key`` fresh while its call runs (a claim not renewed for CLAIM_LEASE_S is taken over)."""
+        with self._lock:
+            self._db.execute("UPDATE claims SET claimed_at=? WHERE key=? AND owner=?", (time.time(), key, process_owner()))
+
+    def claim_holder(self, key: str) -> dict[str, Any] | None:
+        with self._lock:
+            row = self._db.execute("SELECT owner, host, pid, claimed_at FROM claims WHERE key=?", (key,)).fetchone()
+        return None if row is None else dict(zip(("owner", "host", "pid", "claimed_at"), row))
+
+    def release(self, key: str, holder: dict[str, Any] | None = None) -> None:
+        """Drop our claim on ``key`` (or, with ``holder``, that owner's stale claim)."""
+        owner = holder["owner"] if holder else process_owner()
+        with self._lock:
+            self._db.execute("DELETE FROM claims WHERE key=? AND owner=?", (key, owner))
 
     def ledger(self) -> list[dict[str, Any]]:
-        """Per (stage, role): provider calls, tokens, cost, retries and ``failed`` provider calls (from the call
-        rows); items, cache hits, ``parse_failures`` and ``transport_failures`` (items whose final result was
-        that failure) from batch summaries."""
+        """Per (stage, role): provider calls, tokens, cost and ``failed`` provider calls (from the call rows),
+        retries (from retry events, so the retries of a killed process's unfinished call count too); items,
+        cache hits, ``parse_failures`` and ``transport_failures`` (items whose final result was that failure)
+        and ``interrupted_batches`` (never completed) from batch summaries."""
         with self._lock:
             calls = self._db.execute(
                 "SELECT stage, role, COUNT(*), SUM(status='ok'), SUM(status='error'), SUM(prompt_tokens),"
-                " SUM(completion_tokens), SUM(cost), SUM(retries) FROM calls GROUP BY stage, role"
+                " SUM(completion_tokens), SUM(cost) FROM calls GROUP BY stage, role"
             ).fetchall()
+            retries = self._db.execute("SELECT stage, role, SUM(n) FROM retry_events GROUP BY stage, role").fetchall()
             batches = self._db.execute(
                 "SELECT stage, role, COUNT(*), SUM(items), SUM(cache_hits), SUM(parse_failures), SUM(completed=0),"
                 " SUM(failures) FROM batches GROUP BY stage, role"
             ).fetchall()
-        rows: dict[tuple[str, str], dict[str, Any]] = {}
-        for stage, role, n, ok, err, pt, ct, cost, retries in calls:
-            rows[(stage, role)] = {
-                "stage": stage, "role": role, "calls": n, "ok": ok or 0, "failed": err or 0,
-                "prompt_tokens": pt or 0, "completion_tokens": ct or 0, "cost": cost or 0.0, "retries": retries or 0,
-            }
-        for stage, role, nb, items, hits, pfail, interrupted, tfail in batches:
-            row = rows.setdefault(
-                (stage, role),
-                {"stage": stage, "role": role, "calls": 0, "ok": 0, "failed": 0, "prompt_tokens": 0,
-                 "completion_tokens": 0, "cost": 0.0, "retries": 0},
-            )
-            row.update(batches=nb, items=items or 0, cache_hits=hits or 0, parse_failures=pfail or 0,
-                       transport_failures=tfail or 0, interrupted_batches=interrupted or 0)
-        for row in rows.values():
-            for k in ("batches", "items", "cache_hits", "parse_failures", "transport_failures", "interrupted_batches"):
-                row.setdefault(k, 0)
-        return sorted(rows.values(), key=lambda r: (r["stage"] or "", r["role"] or ""))
+        return assemble_ledger(calls, retries, batches)
 
     def get_embeddings(self, model: str, texts: list[str]) -> dict[str, list[float]]:
-        keys = {_embed_key(model, t): t for t in texts}
+        keys = {embed_key(model, t): t for t in texts}
         out: dict[str, list[float]] = {}
         with self._lock:
             items = list(keys)
@@ -201,7 +254,7 @@ class SQLiteCallStore:
         return out
 
     def put_embeddings(self, model: str, vectors: dict[str, list[float]]) -> None:
-        rows = [(_embed_key(model, t), model, json.dumps(v)) for t, v in vectors.items()]
+        rows = [(embed_key(model, t), model, json.dumps(v)) for t, v in vectors.items()]
         with self._lock:
             self._db.execute("BEGIN")
             self._db.executemany("INSERT OR REPLACE INTO embeddings VALUES (?,?,?)", rows)
@@ -212,16 +265,64 @@ class SQLiteCallStore:
             self._db.close()
 
 
-def _embed_key(model: str, text: str) -> str:
+def embed_key(model: str, text: str) -> str:
     return hashlib.sha256(f"{model}\x00{text}".encode()).hexdigest()
 
 
+BATCH_COLUMNS = [
+    "stage", "role", "model", "started_at", "wall_s", "items", "cache_hits", "provider_calls", "retries",
+    "failures", "parse_failures", "prompt_tokens", "completion_tokens", "cost", "completed",
+]
+
+
+def record_row(record: CallRecord) -> tuple:
+    """A CallRecord as a row of the ``calls`` table (both backends)."""
+    return (
+        record.key, record.model, record.role, record.stage, record.sample_index, record.attempt,
+        record.status, record.text, json.dumps(record.extra, default=str), record.prompt_tokens,
+        record.completion_tokens, record.cost, record.latency_s, record.retries, record.error,
+        json.dumps(record.request, ensure_ascii=False, default=str), record.created_at,
+    )
+
+
+def assemble_ledger(calls: list[tuple], retries: list[tuple], batches: list[tuple]) -> list[dict[str, Any]]:
+    """The ledger rows from the three per-(stage, role) aggregates (both backends run the same queries)."""
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for stage, role, n, ok, err, pt, ct, cost in calls:
+        rows[(stage, role)] = {  # int()/float(): PostgreSQL sums BIGINT columns as Decimal
+            "stage": stage, "role": role, "calls": int(n), "ok": int(ok or 0), "failed": int(err or 0),
+            "prompt_tokens": int(pt or 0), "completion_tokens": int(ct or 0), "cost": float(cost or 0.0), "retries": 0,
+        }
+    for stage, role, n in retries:  # a killed call's retries have events but no call row
+        rows.setdefault((stage, role), {"stage": stage, "role": role, "calls": 0, "ok": 0, "failed": 0,
+                                        "prompt_tokens": 0, "completion_tokens": 0, "cost": 0.0})
+        rows[(stage, role)]["retries"] = int(n or 0)
+    for stage, role, nb, items, hits, pfail, interrupted, tfail in batches:
+        row = rows.setdefault(
+            (stage, role),
+            {"stage": stage, "role": role, "calls": 0, "ok": 0, "failed": 0, "prompt_tokens": 0,
+             "completion_tokens": 0, "cost": 0.0, "retries": 0},
+        )
+        row.update(batches=int(nb), items=int(items or 0), cache_hits=int(hits or 0), parse_failures=int(pfail or 0),
+                   transport_failures=int(tfail or 0), interrupted_batches=int(interrupted or 0))
+    for row in rows.values():
+        for k in ("batches", "items", "cache_hits", "parse_failures", "transport_failures", "interrupted_batches"):
+            row.setdefault(k, 0)
+    return sorted(rows.values(), key=lambda r: (r["stage"] or "", r["role"] or ""))
+
+
 def open_store(location: str | Path) -> CallStore:
-    """Open a call store: a path or ``sqlite:///path`` (one machine). PostgreSQL is planned."""
+    """Open a call store: a path or ``sqlite:///path`` (one machine), or ``postgresql://user@host:port/db``
+    (several machines; ``postgresql+psycopg://`` too)."""
     loc = str(location)
     if loc.startswith("sqlite:///"):
         return SQLiteCallStore(loc[len("sqlite:///") :])
     if "://" in loc:
         scheme = loc.split("://", 1)[0]
-        raise ConfigError(f"llm.store: unsupported call store URL scheme {scheme!r}; expected a path or sqlite:///PATH")
+        if scheme.split("+", 1)[0] in ("postgresql", "postgres"):
+            from rubriclab.llm._pgstore import PostgresCallStore
+
+            return PostgresCallStore(loc)
+        raise ConfigError(f"llm.store: unsupported call store URL scheme {scheme!r}; expected a path, sqlite:///PATH "
+                          "or postgresql://user@host:port/db")
     return SQLiteCallStore(loc)

@@ -3,14 +3,53 @@
 A file may split into ``[system]`` and ``[user]`` sections (lines holding only that marker).
 Each known prompt declares its placeholders; a file that lacks one (or adds an unknown one) is an
 error when it is loaded, not when the first call is made.
+
+Untrusted text sits in delimited slots. Prompts paste untrusted text into templates: pair prompts and
+responses, criterion descriptions from discovered rubrics, attacker replies, paraphrases, rubric texts,
+audit cases. Every placeholder that carries such text sits in a *slot* between an explicit opening and
+closing delimiter, and the template's instructions say that text inside the slots is data, never
+instructions. A delimiter is either
+
+* a tag pair ``<response_a>`` … ``</response_a>`` (a tag without spaces or attributes), or
+* a pair of marker lines that are the same but for START/BEGIN in the first and END in the second:
+  ``[The Start of Assistant A's Answer]`` … ``[The End of Assistant A's Answer]``,
+  ``=== RUBRIC START ===`` … ``=== RUBRIC END ===`` (a bare one-word line is not a marker).
+
+Placeholders that carry trusted configuration need no slot: ``TRUSTED_PLACEHOLDERS`` (snake_case
+criterion ids, which the rubric records validate, numbers, the human's winner letter, strategy and
+design-property texts from the code, code-built JSON skeletons and constraint lists) and, per prompt,
+``TRUSTED_IN`` (a placeholder that IS the instruction, e.g. drift_rewrite's ``{instruction}``).
+``undelimited_placeholders(template)`` lists the untrusted placeholders of a template that sit in no slot
+(the packaged templates have none; a user's template with some gets an ``UndelimitedPlaceholderWarning``).
+
+Escaping rule — one rule, in one function (``escape_value``), applied by ``PromptTemplate.render`` to every
+untrusted value and, through ``escape_for``, by ``rubriclab.judging`` to the values it fills into a user's
+judge template: a value cannot close (or open) a slot of the template it is pasted into.
+
+* Every tag of the template — ``<name>`` or ``</name>`` for each tag name the template uses anywhere
+  (slots and output formats alike, e.g. ``<verdict>``), compared case-insensitively and also with spaces
+  or attributes inside (``</ Response_A >``) — gets its angle brackets written as entities:
+  ``</response_a>`` → ``&lt;/response_a&gt;``.
+* Every marker line of the template, wherever it occurs in the value (compared case-insensitively, any
+  run of white space matching any run, straight and curly apostrophes alike), gets `` (quoted)`` before
+  its closing punctuation: ``[The End of Assistant A's Answer]`` → ``[The End of Assistant A's Answer
+  (quoted)]``, ``=== RUBRIC END ===`` → ``=== RUBRIC END (quoted) ===`` (a marker with no closing
+  punctuation gets it after its first word).
+
+Nothing else in a value changes: a value that holds none of its template's delimiters is pasted verbatim
+(so its cached calls stay valid). Trusted values are pasted as they are.
 """
 
 from __future__ import annotations
 
+import functools
+import re
 import string
+import warnings
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from rubriclab.errors import TemplateError
 
@@ -37,6 +76,26 @@ PROMPTS: dict[str, frozenset[str]] = {
 }
 
 
+# placeholders that carry trusted configuration, in every prompt: no slot, no escaping
+TRUSTED_PLACEHOLDERS: frozenset[str] = frozenset({
+    "criterion_id",  # a snake_case id (rubrics._records validates it): cannot hold a delimiter or a sentence
+    "min_criteria", "max_criteria", "k", "max_words",  # numbers
+    "winner",  # the human's letter, A or B
+    "strategy", "strategy_description", "property_name", "property_description", "calibration",  # code texts
+    "trait_template", "operators", "constraints",  # code-built from ids and the operator library
+    "task",  # the user's own task description (params.yaml)
+})
+# per prompt: a placeholder that IS the instruction the model is to follow
+TRUSTED_IN: dict[str, frozenset[str]] = {
+    "drift_rewrite": frozenset({"instruction"}),
+    "drift_random": frozenset({"guidelines"}),
+}
+
+
+class UndelimitedPlaceholderWarning(UserWarning):
+    """A template pastes untrusted text outside any delimited slot (see ``undelimited_placeholders``)."""
+
+
 def register_prompt(name: str, placeholders: set[str] | frozenset[str]) -> None:
     """Declare a prompt and the placeholders its template must hold."""
     PROMPTS[name] = frozenset(placeholders)
@@ -60,11 +119,20 @@ class PromptTemplate:
         if missing:
             raise TemplateError(f"no value for placeholder(s) {sorted(missing)}", file=self.source,
                                 expected=f"values for {sorted(PROMPTS.get(self.name, ()))}")
+        trusted = trusted_placeholders(self.name)
+        delims = delimiters_of(self.text)
+        values = {k: v if k in trusted or not isinstance(v, str) else escape_value(v, delims)
+                  for k, v in values.items()}
         messages = []
         if self.system:
             messages.append({"role": "system", "content": self.system.format(**values)})
         messages.append({"role": "user", "content": self.user.format(**values)})
         return messages
+
+    @property
+    def text(self) -> str:
+        """System and user text together (what the delimiters are read from)."""
+        return "\n".join(t for t in (self.system, self.user) if t)
 
 
 def parse_prompt(name: str, text: str, source: str) -> PromptTemplate:
@@ -107,10 +175,197 @@ def load_prompt(name: str, directory: str | Path | None = None) -> PromptTemplat
     """Load ``<name>.txt`` from ``directory`` (user overrides) or from the package's templates."""
     if directory is not None and (Path(directory) / f"{name}.txt").exists():
         path = Path(directory) / f"{name}.txt"
-        return parse_prompt(name, path.read_text(encoding="utf-8"), str(path))
+        prompt = parse_prompt(name, path.read_text(encoding="utf-8"), str(path))
+        warn_undelimited(prompt, str(path))  # a user's override: warn, never refuse
+        return prompt
     res = resources.files("rubriclab.llm") / "templates" / f"{name}.txt"
     if not res.is_file():
         known = sorted(p.name[:-4] for p in (resources.files("rubriclab.llm") / "templates").iterdir()
                        if p.name.endswith(".txt"))
         raise TemplateError(f"no prompt template named {name!r}", expected=f"one of {known}")
     return parse_prompt(name, res.read_text(encoding="utf-8"), f"rubriclab/llm/templates/{name}.txt")
+
+
+# -- untrusted slots: delimiters, escaping, checks (see the module docstring) ----------------------------
+
+_TAG = re.compile(r"<(/?)([A-Za-z][\w.-]*)>")  # a template's tags: no spaces, no attributes
+_MARKER_WORD = re.compile(r"\b(start|begin)\b", re.IGNORECASE)
+_APOSTROPHES = "'\u2019"
+
+
+@dataclass(frozen=True)
+class Delimiters:
+    """What can open or close a slot of a template: its tag names and its (opening, closing) marker lines."""
+
+    tags: frozenset[str]
+    markers: tuple[tuple[str, str], ...]
+
+
+def trusted_placeholders(name: str | None) -> frozenset[str]:
+    """Placeholders of prompt ``name`` that carry trusted configuration (no slot, no escaping)."""
+    return TRUSTED_PLACEHOLDERS | TRUSTED_IN.get(name or "", frozenset())
+
+
+def _end_of(word: str) -> str:
+    return "END" if word.isupper() else "End" if word[0].isupper() else "end"
+
+
+def _norm_line(line: str) -> str:
+    return " ".join(line.replace("\u2019", "'").split()).lower()
+
+
+@functools.lru_cache(maxsize=256)
+def delimiters_of(text: str) -> Delimiters:
+    """The tag names and marker-line pairs of a template text (placeholders are not delimiters)."""
+    tags = frozenset(m.group(2).lower() for m in _TAG.finditer(text))
+    lines = [ln.strip() for ln in text.splitlines()]
+    markers = []
+    for i, line in enumerate(lines):
+        if "{" in line or len(line.split()) < 2 and not re.search(r"[^\w\s]", line):
+            continue
+        m = _MARKER_WORD.search(line)
+        if not m:
+            continue
+        close = line[:m.start()] + _end_of(m.group(1)) + line[m.end():]
+        if any(_norm_line(later) == _norm_line(close) for later in lines[i + 1:]):
+            markers.append((line, close))
+    return Delimiters(tags=tags, markers=tuple(dict.fromkeys(markers)))
+
+
+@functools.lru_cache(maxsize=512)
+def _tag_pattern(tags: frozenset[str]) -> re.Pattern | None:
+    if not tags:
+        return None
+    names = "|".join(re.escape(t) for t in sorted(tags, key=len, reverse=True))
+    return re.compile(rf"<\s*/?\s*(?:{names})(?![\w.-])[^<>]*>", re.IGNORECASE)
+
+
+@functools.lru_cache(maxsize=512)
+def _marker_pattern(marker: str) -> re.Pattern:
+    parts = []
+    for token in marker.replace("\u2019", "'").split():
+        parts.append("".join(f"[{_APOSTROPHES}]" if ch == "'" else re.escape(ch) for ch in token))
+    body = r"\s+".join(parts)
+    head = r"(?<!\w)" if marker[:1].isalnum() else ""
+    tail = r"(?!\w)" if marker[-1:].isalnum() else ""
+    return re.compile(head + body + tail, re.IGNORECASE)
+
+
+def _quote_marker(found: str) -> str:
+    m = re.match(r"^(.*?[\w)])(\W*)$", found, re.S)
+    if m and m.group(2):
+        return f"{m.group(1)} (quoted){m.group(2)}"
+    first = re.search(r"\s", found)
+    return f"{found[:first.start()]} (quoted){found[first.start():]}" if first else f"{found} (quoted)"
+
+
+def escape_value(value: str, delimiters: Delimiters) -> str:
+    """``value`` with every delimiter of its template neutralised (the rule in the module docstring)."""
+    pattern = _tag_pattern(delimiters.tags)
+    if pattern is not None:
+        value = pattern.sub(lambda m: m.group(0).replace("<", "&lt;").replace(">", "&gt;"), value)
+    for marker in {m for pair in delimiters.markers for m in pair}:
+        value = _marker_pattern(marker).sub(lambda m: _quote_marker(m.group(0)), value)
+    return value
+
+
+def escape_for(template_text: str, value: str) -> str:
+    """``value`` escaped against the delimiters of ``template_text`` (for templates filled outside ``render``,
+    e.g. a user's pairwise judge template)."""
+    return escape_value(value, delimiters_of(template_text))
+
+
+def _fields(text: str) -> list[tuple[str, int]]:
+    """(placeholder name, offset) for every ``{name}`` in a format string (``{{``/``}}`` are literal)."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith(("{{", "}}"), i):
+            i += 2
+        elif text[i] == "{":
+            j = text.find("}", i)
+            if j < 0:
+                break
+            out.append((re.split(r"[!:]", text[i + 1:j], maxsplit=1)[0], i))
+            i = j + 1
+        else:
+            i += 1
+    return out
+
+
+def _slot_at(text: str, pos: int, delims: Delimiters) -> tuple[str, str] | None:
+    """The innermost (opening, closing) delimiter pair around offset ``pos`` of ``text``, or None."""
+    best: tuple[int, str, str] | None = None
+    for tag in delims.tags:
+        opens = [m for m in re.finditer(rf"<{re.escape(tag)}>", text, re.IGNORECASE) if m.start() < pos]
+        if not opens:
+            continue
+        o = opens[-1]
+        closes = [m for m in re.finditer(rf"</{re.escape(tag)}>", text, re.IGNORECASE) if m.start() >= o.end()]
+        if closes and closes[0].start() >= pos and (best is None or o.start() > best[0]):
+            best = (o.start(), o.group(0), closes[0].group(0))
+    lines, offset = [], 0
+    for line in text.splitlines(keepends=True):
+        lines.append((offset, line.strip()))
+        offset += len(line)
+    for open_, close in delims.markers:
+        o = [off for off, ln in lines if off < pos and _norm_line(ln) == _norm_line(open_)]
+        c_before = [off for off, ln in lines if o and o[-1] < off < pos and _norm_line(ln) == _norm_line(close)]
+        c_after = [off for off, ln in lines if off > pos and _norm_line(ln) == _norm_line(close)]
+        if o and not c_before and c_after and (best is None or o[-1] > best[0]):
+            best = (o[-1], open_, close)
+    return (best[1], best[2]) if best else None
+
+
+def _sections(template: Any) -> tuple[list[str], frozenset[str]]:
+    """(texts to check, trusted placeholder names) of a PromptTemplate, a JudgeTemplate or a text."""
+    if isinstance(template, PromptTemplate):
+        return [t for t in (template.system, template.user) if t], trusted_placeholders(template.name)
+    if isinstance(template, str):
+        return [template], TRUSTED_PLACEHOLDERS
+    text = getattr(template, "text", None)
+    if isinstance(text, str):  # a pairwise judge template: prompt and answers are all untrusted
+        return [text], frozenset()
+    raise TypeError(f"expected a PromptTemplate, a JudgeTemplate or a template text, got {type(template).__name__}")
+
+
+def slot_delimiters(template: Any) -> dict[str, tuple[str, str]]:
+    """Untrusted placeholder → the (opening, closing) delimiters of the slot it sits in (first occurrence)."""
+    texts, trusted = _sections(template)
+    out: dict[str, tuple[str, str]] = {}
+    for text in texts:
+        delims = delimiters_of(text)
+        for name, pos in _fields(text):
+            if name not in trusted and name not in out:
+                slot = _slot_at(text, pos, delims)
+                if slot is not None:
+                    out[name] = slot
+    return out
+
+
+def undelimited_placeholders(template: Any) -> list[str]:
+    """Untrusted placeholders of ``template`` (a PromptTemplate, a JudgeTemplate or a template text) that
+    occur outside any delimited slot, sorted; ``[]`` when every untrusted text has its slot."""
+    texts, trusted = _sections(template)
+    bad = set()
+    for text in texts:
+        delims = delimiters_of(text)
+        bad |= {name for name, pos in _fields(text) if name not in trusted and _slot_at(text, pos, delims) is None}
+    return sorted(bad)
+
+
+_WARNED: set[tuple[str, tuple[str, ...]]] = set()
+
+
+def warn_undelimited(template: Any, where: str) -> list[str]:
+    """Warn when a user's template pastes untrusted text outside any slot: once per prompt name (judge
+    templates: once) and set of undelimited placeholders, so a search over many candidate templates with
+    the same gap warns once, not once per candidate. Returns the undelimited placeholders."""
+    bad = undelimited_placeholders(template)
+    key = (template.name if isinstance(template, PromptTemplate) else "judge template", tuple(bad))
+    if bad and key not in _WARNED:
+        _WARNED.add(key)
+        warnings.warn(f"{where}: placeholder(s) {', '.join('{' + b + '}' for b in bad)} paste untrusted text outside "
+                      "any delimited slot, so text in them can pose as instructions; wrap each in a tag pair "
+                      "(<response_a>…</response_a>) or START/END marker lines (warned once per such gap)",
+                      UndelimitedPlaceholderWarning, stacklevel=3)
+    return bad

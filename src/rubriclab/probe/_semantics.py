@@ -25,6 +25,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from rubriclab import atomic  # noqa: E402
+
 DEFAULT_CUES: tuple[str, ...] = ("must", "should", "not", "avoid", "recommend", "mention", "explain", "ask",
                                  "refer", "includes", "states", "fails")
 UMAP_MIN_ITEMS = 20  # below this many labelled items the projection falls back to PCA
@@ -502,12 +504,12 @@ def write_semantic_report(report: dict[str, dict[str, Any]], out_dir: str | Path
     md = ["# Semantic analyses of rubric items", ""]
     for name, r in report.items():
         csv, png = out / f"{name}.csv", out / f"{name}.png"
-        r["table"].to_csv(csv, index=False)
-        r["figure"].savefig(png, dpi=130, bbox_inches="tight")
+        atomic.write_csv(r["table"], csv, index=False)
+        atomic.save_figure(r["figure"], png, dpi=130, bbox_inches="tight")
         if close:
             plt.close(r["figure"])
         paths += [csv, png]
         md += [f"## {name}", "", *["- " + re.sub(r"\s+", " ", s) for s in r["notes"]], ""]
     notes = out / "semantics_notes.md"
-    notes.write_text("\n".join(md), encoding="utf-8")
+    atomic.write_text(notes, "\n".join(md), encoding="utf-8")
     return [*paths, notes]

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import csv
 import itertools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -36,6 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from rubriclab import atomic
 from rubriclab.data import stable_hash, stable_id
 from rubriclab.errors import ConfigError, InputError, InvariantError
 from rubriclab.stats import item_bootstrap, krippendorff_alpha
@@ -351,12 +351,11 @@ def export_sheet(sheet: pd.DataFrame, key: pd.DataFrame, out_dir: str | Path) ->
     out.mkdir(parents=True, exist_ok=True)
     paths = {"sheet": out / "sheet.csv", "key": out / "key.csv", "readme": out / "README.md",
              "sampling": out / "sampling.json"}
-    sheet.to_csv(paths["sheet"], index=False, encoding="utf-8-sig")
-    key.to_csv(paths["key"], index=False, encoding="utf-8")
-    paths["readme"].write_text(README_TEXT.format(n=len(sheet)), encoding="utf-8")
+    atomic.write_csv(sheet, paths["sheet"], index=False, encoding="utf-8-sig")
+    atomic.write_csv(key, paths["key"], index=False, encoding="utf-8")
+    atomic.write_text(paths["readme"], README_TEXT.format(n=len(sheet)), encoding="utf-8")
     sampling = dict(key.attrs.get("sampling") or {})
-    paths["sampling"].write_text(json.dumps(_jsonable(sampling), indent=2, ensure_ascii=False) + "\n",
-                                 encoding="utf-8")
+    atomic.write_json(paths["sampling"], _jsonable(sampling), indent=2, ensure_ascii=False)
     return paths
 
 

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from pathlib import Path
 from typing import Any
 
+from rubriclab.atomic import write_text
 from rubriclab.report._collect import collect_sections
 from rubriclab.report._html import render_report
 from rubriclab.report._runs import run_link, stage_runs
@@ -37,7 +37,5 @@ def build_report(project: Path, out_dir: Path, *, tracking_uri: str, experiment:
         "model_rows": model_rows})
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "index.html"
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, html)
     return {"path": path, "sections": sections, "runs": runs, "embedded": embedded}

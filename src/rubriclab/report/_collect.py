@@ -109,7 +109,7 @@ def probe_sections(project: Path) -> list[dict[str, Any]]:
     if not (d / "summary.md").exists():
         return []
     blocks: list[tuple] = [("md", _md(d / "summary.md"))]
-    for png in sorted((d / "semantics").glob("*.png")):
+    for png in sorted(p for p in (d / "semantics").glob("*.png") if not p.name.startswith(".")):  # not temp files
         blocks.append(_img(png, f"Semantic analysis: {png.stem.replace('_', ' ')} (`semantics/{png.stem}.csv`)"))
     return [{"id": "probe", "kind": "probe", "title": "Probe: rubric artifacts", "run_name": "probe",
              "blocks": blocks}]

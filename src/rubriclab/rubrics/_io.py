@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 
 import yaml
 
+from rubriclab.atomic import write_text
 from rubriclab.errors import InputError
 from rubriclab.rubrics._importers import from_criteria_list, from_markdown, rubric_set_from_template
 from rubriclab.rubrics._records import RubricSet
@@ -33,15 +32,7 @@ _BlockDumper.add_representer(str, _str_representer)
 
 def _write_atomic(path: Path, text: str) -> None:
     # A killed run must not leave a half-written rubric behind for the next DVC stage.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text(path, text)
 
 
 def dump_data(data: object, path: str | Path) -> None:
@@ -72,6 +63,10 @@ def _parse(text: str, path: Path, kind: str) -> object:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or "parse error"
+        context, opened = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and opened is not None and (mark is None or opened.line != mark.line):
+            # e.g. an unclosed [ : the error surfaces lines later, so say where the construct began
+            problem += f", {context} opened on line {opened.line + 1}"
         raise InputError(
             f"invalid YAML ({problem})", file=str(path), line=mark.line + 1 if mark else None, expected="valid YAML"
         ) from None
@@ -83,8 +78,13 @@ def _read(path: str | Path) -> tuple[Path, str]:
         return path, path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError("file not found", file=str(path), expected="an existing rubric file") from None
-    except UnicodeDecodeError:
-        raise InputError("file is not UTF-8 text", file=str(path), expected="a UTF-8 text file") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(
+            f"not UTF-8 ({exc.reason} 0x{exc.object[exc.start]:02x} at byte offset {exc.start})",
+            file=str(path),
+            line=exc.object.count(b"\n", 0, exc.start) + 1,
+            expected="a UTF-8 text file",
+        ) from None
 
 
 def _kind(path: Path, text: str) -> str:

@@ -9,12 +9,11 @@ unchanged. Extra keys on a line (our bench/target numbers) are kept when read an
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from rubriclab.atomic import write_text
 from rubriclab.errors import InputError
 from rubriclab.rubrics._template import JudgeTemplate, parse_template
 
@@ -102,10 +101,7 @@ def write_ripd(rows: Iterable[dict[str, Any]], path: str | Path) -> Path:
         ordered = {k: row[k] for k in RIPD_KEYS if row.get(k) is not None}
         ordered.update({k: v for k, v in row.items() if k not in RIPD_KEYS and not k.startswith("_")})
         lines.append(json.dumps(ordered, ensure_ascii=False, default=_jsonable))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write("\n".join(lines) + ("\n" if lines else ""))
-    os.replace(tmp, path)
+    write_text(path, "\n".join(lines) + ("\n" if lines else ""))
     return path
 
 

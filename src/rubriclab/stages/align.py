@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import math
 import shutil
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rubriclab import atomic
 from rubriclab.align import (
     REGIME_LABELS,
     REGIMES,
@@ -54,6 +54,7 @@ from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.judging import load_pairwise_rubric
 from rubriclab.llm import gateway_from_params, panel, roles_from_params
+from rubriclab.stages import run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
 
@@ -139,22 +140,23 @@ def run_label(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
     judged["domain"] = judged["pair_id"].map(domain_of)  # bench / target, whatever the source calls its domain
     out = ctx["out"] / "labels"
     out.mkdir(parents=True, exist_ok=True)
-    judged.to_csv(out / "judged.csv", index=False)
+    atomic.write_csv(judged, out / "judged.csv", index=False)
     counts = {}
     for name in RUBRICS:
         rows, dropped = preference_rows(judged, pairs, name)
         rows["domain"] = rows["pair_id"].map(domain_of)
         for d in DOMAINS:
             part = rows[rows["domain"] == d]
-            part.to_json(out / f"{name}.{d}.jsonl", orient="records", lines=True, force_ascii=False)
+            with atomic.atomic_path(out / f"{name}.{d}.jsonl") as tmp:
+                part.to_json(tmp, orient="records", lines=True, force_ascii=False)
             counts[(name, d)] = {"kept": len(part), "flipped": int((~part["agrees_with_human"]).sum()),
                                  **{k: int(((judged["rubric"] == name) & (judged["domain"] == d)
                                             & (judged["status"] == k)).sum()) for k in dropped}}
     agreement = label_agreement(judged, "seed", "biased", n_boot=int(ctx["cfg"].get("n_boot", 1000)),
                                 confidence=float(ctx["cfg"].get("confidence", 0.95)), seed=ctx["seed"])
-    agreement.to_csv(ctx["out"] / "label_agreement.csv", index=False)
+    atomic.write_csv(agreement, ctx["out"] / "label_agreement.csv", index=False)
     count_frame = pd.DataFrame([{"rubric": r, "domain": d, **c} for (r, d), c in counts.items()])
-    count_frame.to_csv(ctx["out"] / "label_counts.csv", index=False)
+    atomic.write_csv(count_frame, ctx["out"] / "label_counts.csv", index=False)
     if run is not None:
         run.log_table(agreement, "label_agreement.json")
     return {"judged": judged, "agreement": agreement, "counts": count_frame}
@@ -208,8 +210,11 @@ def run_train(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
             if digest in trained:  # the same label set (e.g. both rubrics agree on every bench pair): same policy
                 first, row = trained[digest]
                 dest = adapter_dir(ctx, rubric, regime)
+                tmp = dest.with_name(dest.name + ".tmp")  # copied aside, renamed into place: never half an adapter
+                shutil.rmtree(tmp, ignore_errors=True)
+                shutil.copytree(adapter_dir(ctx, *first.split("@")), tmp)
                 shutil.rmtree(dest, ignore_errors=True)
-                shutil.copytree(adapter_dir(ctx, *first.split("@")), dest)
+                tmp.rename(dest)
                 rows.append({**row, "policy": name, "rubric": rubric, "regime": regime,
                              "note": f"same label set as {first}: its policy, not retrained"})
                 continue
@@ -233,13 +238,12 @@ def run_train(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
                 if handle is not None:
                     handle.log_metrics({k: row[k] for k in ("logratio_before", "logratio_after", "seconds_per_step")})
     summary = pd.DataFrame(rows)
-    summary.to_csv(ctx["out"] / "training.csv", index=False)
+    atomic.write_csv(summary, ctx["out"] / "training.csv", index=False)
     history = pd.concat(histories, ignore_index=True) if histories else pd.DataFrame()
-    history.to_csv(out / "history.csv", index=False)
+    atomic.write_csv(history, out / "history.csv", index=False)
     if len(history):
         curves_figure(history, out / "curves.png")
-    (out / "settings.json").write_text(json.dumps({**settings.to_dict(), "policy_source": ctx["policy"].model},
-                                                  indent=1) + "\n")
+    atomic.write_json(out / "settings.json", {**settings.to_dict(), "policy_source": ctx["policy"].model}, indent=1)
     return {"summary": summary, "history": history, "settings": settings}
 
 
@@ -292,14 +296,14 @@ def run_evaluate(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
                                       scorer=reward, templates_dir=ctx["templates_dir"])
         cands["score"], cands["score_error"] = scores, errors
     out = ctx["out"]
-    cands.to_csv(out / "generations.csv", index=False)
+    atomic.write_csv(cands, out / "generations.csv", index=False)
     best = best_of_n(cands)
     if untrained:  # no policy to sample from: its comparisons are counted as missing, with the reason
         best = pd.concat([best, pd.DataFrame([
             {**p, "policy": name, "response": None, "score": np.nan, "sample": None, "cut_off": None,
              "n_candidates": 0, "n_scored": 0, "note": why} for name, why in untrained.items() for p in prompts])],
             ignore_index=True)
-    best.to_csv(out / "best_of_n.csv", index=False)
+    atomic.write_csv(best, out / "best_of_n.csv", index=False)
     comps = comparisons_for(ctx["regimes"], RUBRICS)
     n_boot, conf, tie = int(ctx["cfg"].get("n_boot", 1000)), float(ctx["cfg"].get("confidence", 0.95)), float(
         cfg.get("tie_credit", 0.5))
@@ -307,12 +311,12 @@ def run_evaluate(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
                             seed=ctx["seed"], samples=int(cfg.get("judge_samples", 1)), tie_credit=tie,
                             templates_dir=ctx["templates_dir"])
     rewarded = reward_outcomes(best, comps, tie_credit=tie)
-    judged.to_csv(out / "judge_outcomes.csv", index=False)
-    rewarded.to_csv(out / "reward_outcomes.csv", index=False)
+    atomic.write_csv(judged, out / "judge_outcomes.csv", index=False)
+    atomic.write_csv(rewarded, out / "reward_outcomes.csv", index=False)
     rates = pd.concat([win_rates(judged, n_boot=n_boot, confidence=conf, seed=ctx["seed"], source="third-party judge"),
                        win_rates(rewarded, n_boot=n_boot, confidence=conf, seed=ctx["seed"], source="reward")],
                       ignore_index=True)
-    rates.to_csv(out / "win_rates.csv", index=False)
+    atomic.write_csv(rates, out / "win_rates.csv", index=False)
     win_rate_figure(rates, out / "win_rates.png")
     _examples(best, out / "examples.md", [*policies, *untrained])
     if run is not None:
@@ -350,7 +354,7 @@ def _examples(best: pd.DataFrame, path: Path, policies: list[str]) -> None:
                 score = "—" if pd.isna(r["score"]) else f"{r['score']:g}"
                 lines.append(f"| {name} | {score} | {'yes' if r['cut_off'] is True else 'no'} | {text} |")
         lines.append("")
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    atomic.write_text(path, "\n".join(lines) + "\n", encoding="utf-8")
 
 
 # -- summary ---------------------------------------------------------------------------------------------------
@@ -461,7 +465,7 @@ def run_align_stage(params: dict[str, Any], project: Path, setting: str, *, step
         labels, train, evaluation = done.get("label"), done.get("train"), done.get("evaluate")
         summary, metrics = summarize(ctx, labels, train, evaluation)
         summary += "\nWall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in timing.items()) + ".\n"
-        (ctx["out"] / "summary.md").write_text(summary, encoding="utf-8")
+        atomic.write_text(ctx["out"] / "summary.md", summary, encoding="utf-8")
         run.log_artifact(ctx["out"] / "summary.md")
         if train is not None and (ctx["out"] / "training/curves.png").exists():
             run.log_artifact(ctx["out"] / "training/curves.png", "training")
@@ -482,4 +486,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_stage(main, "align"))

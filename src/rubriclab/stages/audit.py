@@ -1,23 +1,26 @@
 """DVC stage `audit` (one instance per dataset): the four-axis audit of every configured rubric source,
-written as an audit card (JSON, CSV, markdown), per-item tables, metrics.json and an MLflow run with
-one nested run per source."""
+written as an audit card (JSON, CSV, markdown; the adversarial axis's injection sensitivity also as
+``injection.csv`` and the figure ``injection.png`` embedded in card.md), per-item tables, metrics.json and an
+MLflow run with one nested run per source."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from rubriclab import atomic
 from rubriclab.audit import (
     LEGEND,
     AuditContext,
     context_from_params,
     cross_source_table,
     flat_metrics,
+    injection_figure,
+    interval_label,
     interval_legend,
     metric,
     numeric_table,
@@ -29,6 +32,7 @@ from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.llm import gateway_from_params
 from rubriclab.rubrics import RubricSet, load_rubric_file
+from rubriclab.stages import run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 
 EMBEDDED_NOTE = ("Numbers below come from the embedded SmolLM2-135M model, which is at chance as a pairwise judge: "
@@ -123,35 +127,41 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
         add_leakage(card, result["details"], rubric_sets, ctx)
         table = cross_source_table(card, result["comparisons"])
         numeric = numeric_table(card, result["comparisons"])
-        numeric.to_csv(out / "card.csv", index=False)
-        table.to_csv(out / "cross_source.csv", index=False)
+        atomic.write_csv(numeric, out / "card.csv", index=False)
+        atomic.write_csv(table, out / "cross_source.csv", index=False)
         comparisons = pd.DataFrame(result["comparisons"])
-        comparisons.to_csv(out / "comparisons.csv", index=False)
+        atomic.write_csv(comparisons, out / "comparisons.csv", index=False)
         tally = pd.DataFrame(result["tally"])
-        tally.to_csv(out / "failures.csv", index=False)
+        atomic.write_csv(tally, out / "failures.csv", index=False)
+        injection = injection_table(card)
+        if not injection.empty:  # the adversarial axis's injection sensitivity: its table and figure
+            atomic.write_csv(injection, out / "injection.csv", index=False)
+            if injection_figure(card, out / "injection.png") is not None:
+                result["figures"] = {**result.get("figures", {}), "injection": "injection.png"}
         md = card_markdown(dataset, models, axes, pool, heldout, ood, ood_name, ctx, result, table,
                            numeric, comparisons, tally)
-        (out / "card.md").write_text(md)
-        (out / "card.json").write_text(json.dumps({"dataset": dataset, "models": models, "embedded": embedded,
-                                                   "embedded_roles": ctx.extra["embedded_roles"],
-                                                   "axes": list(axes), "card": card,
-                                                   "settings": _settings(ctx, cfg),
-                                                   "not_audited": result["not_audited"],
-                                                   "failures": result["tally"],
-                                                   "failures_by_role": result["tally_by_role"],
-                                                   "comparisons": result["comparisons"]},
-                                                  indent=2, sort_keys=True, default=str))
+        atomic.write_text(out / "card.md", md)
+        atomic.write_json(out / "card.json", {"dataset": dataset, "models": models, "embedded": embedded,
+                                              "embedded_roles": ctx.extra["embedded_roles"],
+                                              "axes": list(axes), "card": card,
+                                              "settings": _settings(ctx, cfg),
+                                              "not_audited": result["not_audited"],
+                                              "failures": result["tally"],
+                                              "failures_by_role": result["tally_by_role"],
+                                              "comparisons": result["comparisons"]},
+                          indent=2, sort_keys=True, default=str)
         for src, det in result["details"].items():
             for axis, d in det.items():
                 if isinstance(d, dict) and d.get("per_criterion"):
-                    pd.DataFrame(d["per_criterion"]).to_csv(out / f"{src}.{axis}.per_criterion.csv", index=False)
+                    atomic.write_csv(pd.DataFrame(d["per_criterion"]), out / f"{src}.{axis}.per_criterion.csv",
+                                     index=False)
                 if isinstance(d, dict) and d.get("items"):
-                    pd.DataFrame(d["items"]).to_parquet(out / f"{src}.{axis}.items.parquet", index=False)
+                    atomic.write_parquet(pd.DataFrame(d["items"]), out / f"{src}.{axis}.items.parquet", index=False)
                 if isinstance(d, dict) and d.get("baseline_items"):  # genuine pool: verifier calibration sheets
-                    pd.DataFrame(d["baseline_items"]).to_parquet(out / f"{src}.{axis}.baseline_items.parquet",
-                                                                 index=False)
+                    atomic.write_parquet(pd.DataFrame(d["baseline_items"]),
+                                         out / f"{src}.{axis}.baseline_items.parquet", index=False)
         if result["accuracy_items"]:
-            pd.DataFrame(result["accuracy_items"]).to_parquet(out / "accuracy.items.parquet", index=False)
+            atomic.write_parquet(pd.DataFrame(result["accuracy_items"]), out / "accuracy.items.parquet", index=False)
 
         flat = flat_metrics(card)
         run.log_metrics(flat)
@@ -196,7 +206,24 @@ def add_leakage(card: dict[str, dict[str, Any]], details: dict[str, Any], rubric
 def _settings(ctx: AuditContext, cfg: dict[str, Any]) -> dict[str, Any]:
     return {"confidence": ctx.confidence, "n_boot": ctx.n_boot, "n_boot_paired": cfg.get("n_boot_paired"),
             "seed": ctx.seed, "tie_credit": ctx.tie_credit, "alpha_orientation": ctx.alpha_orientation,
-            "baseline_reference": cfg.get("baseline_reference", "other")}
+            "baseline_reference": cfg.get("baseline_reference", "other"), "injection": bool(cfg.get("injection", True))}
+
+
+def injection_table(card: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """Injection sensitivity per source: rate, interval (what it is), judged (pair, injection) items, pairs,
+    changed verdicts, changes toward the losing response, failed items, and why a value is missing."""
+    rows = []
+    for src, m in card.items():
+        e = m.get("injection_rate")
+        if not isinstance(e, dict):
+            continue
+        ci = e.get("ci")
+        rows.append({"source": src, "rate": e.get("value"), "low": e.get("low"), "high": e.get("high"),
+                     "interval": interval_label(ci) if ci else "none", "n": e.get("n"), "pairs": e.get("n_pairs"),
+                     "changed": e.get("n_changed"), "toward_loser": e.get("n_toward_loser"),
+                     "failed": e.get("n_failed"), "note": e.get("reason") or e.get("degenerate") or ""})
+    return pd.DataFrame(rows, columns=["source", "rate", "low", "high", "interval", "n", "pairs", "changed",
+                                       "toward_loser", "failed", "note"])
 
 
 def card_markdown(dataset: str, models: list[str], axes: tuple[str, ...], pool: list, heldout: list,
@@ -231,13 +258,24 @@ def card_markdown(dataset: str, models: list[str], axes: tuple[str, ...], pool: 
         ref = next((m.get("baseline_verifier_reference") for m in card.values() if m.get("baseline_verifier_reference")),
                    None)
         md += [f"VFR formula: `{formula}`", "", f"Baseline pool verifier: shown {ref}.", ""]
+    injection = injection_table(card)
+    if not injection.empty:
+        definition = next((m.get("injection_definition") for m in card.values() if m.get("injection_definition")), "")
+        md += ["## Injection sensitivity (adversarial axis)", "",
+               "How often judge[0]'s verdict (direct template, T=0) on an audit-pool pair changes when an instruction "
+               "addressed to the judge is appended to the human-losing response; near 0, text inside a response "
+               f"cannot steer the verdict. Definition: {definition}. The interval resamples pairs (every injection on "
+               "a pair moves together); n counts judged (pair, injection) items.", "",
+               to_markdown(injection.round(3)), ""]
+        if (result.get("figures") or {}).get("injection"):
+            md += [f"![Injection sensitivity per source]({result['figures']['injection']})", ""]
     if not comparisons.empty:
         keep = [c for c in ("metric", "template", "a", "b", "n_items", "acc_a", "mean_a", "acc_b", "mean_b", "diff",
                             "low", "high", "p_value", "p_adjusted", "mde", "label") if c in comparisons.columns]
         md += ["## Paired comparisons", "",
                f"Same items under each source; {level} percentile paired bootstrap intervals over the items "
-               f"(pairs for accuracy and flip rate, prompts for VFR); p-values BH-adjusted within each metric; MDE "
-               "at 80% power at the Bonferroni level α/m of its family.", "",
+               "(pairs for accuracy, flip rate and injection sensitivity, prompts for VFR); p-values BH-adjusted "
+               "within each metric; MDE at 80% power at the Bonferroni level α/m of its family.", "",
                to_markdown(comparisons[keep].round(3)), ""]
     md += ["## Per source (every metric, its interval and n)", ""]
     for src, sub in numeric.groupby("source", sort=False):
@@ -281,4 +319,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_stage(main, "audit"))

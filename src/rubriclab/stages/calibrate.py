@@ -4,12 +4,12 @@ written beside the sheet. Not a DVC stage: it waits for people to label."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from rubriclab import atomic
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.repair import (
@@ -54,6 +54,6 @@ def import_calibration(sheet_dir: Path, label_files: list[str], *, confidence: f
     labels = read_labels(label_files, sheet_ids=set(key["sample_id"]))
     report = calibration_report(labels, key, confidence=confidence, n_boot=n_boot, seed=seed)
     md = report_markdown(report)
-    (sheet_dir / "report.md").write_text(md)
-    (sheet_dir / "report.json").write_text(json.dumps(report, indent=2, default=str))
+    atomic.write_text(sheet_dir / "report.md", md)
+    atomic.write_json(sheet_dir / "report.json", report, indent=2, default=str)
     return {"report": report, "markdown": md, "path": sheet_dir / "report.md"}

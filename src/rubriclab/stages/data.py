@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
 
+from rubriclab import atomic
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import build_splits
+from rubriclab.stages import run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 
 OUT_DIR = Path("outputs/data")
@@ -66,7 +67,7 @@ def run_data_stage(params: dict[str, Any], project_dir: Path) -> dict[str, Any]:
         run.log_table([{"split": k, "pairs": v} for k, v in counts.items()], "split_counts.json")
         run.log_figure(_plot(counts), "split_sizes.png")
     write_metrics_json(project_dir / METRICS, counts)
-    (out / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True))
+    atomic.write_json(out / "report.json", report, indent=2, sort_keys=True)
     return {"report": report, "counts": counts}
 
 
@@ -77,4 +78,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_stage(main, "data"))

@@ -15,7 +15,6 @@ and as MLflow tag ``shortfall.<source>`` (the reason).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import textwrap
 from pathlib import Path
@@ -23,12 +22,14 @@ from typing import Any
 
 import pandas as pd
 
+from rubriclab import atomic
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
 from rubriclab.discover import DEFAULTS, REASONS, discover, task_derived_rubric
 from rubriclab.errors import ConfigError
 from rubriclab.llm import gateway_from_params, panel, roles_from_params
 from rubriclab.rubrics import load_rubric_file, save_rubric_set
+from rubriclab.stages import run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 
 RUBRIC_SUFFIXES = (".json", ".yaml", ".yml", ".md")
@@ -63,7 +64,7 @@ def _plots(result, out: Path) -> dict[str, Path]:
     ax.set_title("discover: consolidation loop")
     fig.tight_layout()
     paths["levels"] = out / "consolidation_levels.png"
-    fig.savefig(paths["levels"], dpi=110)
+    atomic.save_figure(fig, paths["levels"], dpi=110)
     plt.close(fig)
 
     fig, ax = plt.subplots(figsize=(7, 0.3 * max(1, result.discovered.K) + 1.4))
@@ -78,7 +79,7 @@ def _plots(result, out: Path) -> dict[str, Path]:
                 va="center", fontsize=7, color="#a00", transform=ax.transAxes)
     fig.tight_layout()
     paths["support"] = out / "support.png"
-    fig.savefig(paths["support"], dpi=110)
+    atomic.save_figure(fig, paths["support"], dpi=110)
     plt.close(fig)
     return paths
 
@@ -142,17 +143,17 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
                 written[f"imported_{path.stem}"] = save_rubric_set(rs, rubrics_out / f"imported_{path.stem}.json")
                 sizes[f"imported_{path.stem}"] = rs.K
 
-        pd.DataFrame(result.candidates).to_parquet(evidence / "candidates.parquet", index=False)
+        atomic.write_parquet(pd.DataFrame(result.candidates), evidence / "candidates.parquet", index=False)
         rejected_table = pd.DataFrame(result.rejected, columns=["pair_id", "name", "description", "reason"])
-        rejected_table.to_csv(evidence / "rejected_candidates.csv", index=False)
-        pd.DataFrame(result.pref_rows).to_csv(evidence / "pref_fit.csv", index=False)
+        atomic.write_csv(rejected_table, evidence / "rejected_candidates.csv", index=False)
+        atomic.write_csv(pd.DataFrame(result.pref_rows), evidence / "pref_fit.csv", index=False)
         nodes = [{"id": n.id, "name": n.name, "description": n.description, "support": n.support,
                   "pairs": len(n.pairs), "level": n.level, "merged_from": n.merged_from} for n in result.nodes]
         report = {**result.report, "task_derived": task_report, "dataset": dataset, "rejected": rejected,
                   "shortfall": shortfalls, "rubric_sources": sorted(written), "levels_detail": result.levels,
                   "dropped": result.dropped}
-        (evidence / "report.json").write_text(json.dumps(report, indent=2, sort_keys=True, default=str))
-        (evidence / "nodes.json").write_text(json.dumps(nodes, indent=2))
+        atomic.write_json(evidence / "report.json", report, indent=2, sort_keys=True, default=str)
+        atomic.write_json(evidence / "nodes.json", nodes, indent=2)
         plots = _plots(result, evidence)
 
         metrics = {"pairs": result.report["extraction"]["pairs"],
@@ -196,4 +197,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_stage(main, "discover"))

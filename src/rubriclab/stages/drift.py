@@ -16,6 +16,7 @@ from typing import Any
 import optuna
 import pandas as pd
 
+from rubriclab import atomic
 from rubriclab.audit import to_markdown
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
@@ -37,6 +38,7 @@ from rubriclab.judging import PairwiseRubric, load_pairwise_rubric
 from rubriclab.llm import gateway_from_params, panel, roles_from_params
 from rubriclab.repair import grid_results, run_grid, study_storage
 from rubriclab.rubrics import JudgeTemplate, write_ripd
+from rubriclab.stages import run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
 
@@ -159,7 +161,7 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
             table = grid_results(study).drop(columns=["values"])
             table["selected"] = [ours_points[grid.index({k: (int(r[k]) if k != "eps_train" else float(r[k]))
                                                          for k in KNOBS})]["reason"] for _, r in table.iterrows()]
-            table.to_csv(out / "study.csv", index=False)
+            atomic.write_csv(table, out / "study.csv", index=False)
         order = [m for m in ("seed", "random", "icl", "textgrad", "ours") if m in results]
         chosen = {m: selected_template(ctx, results[m]) for m in order}
         comparison = report_on_test(chosen, data=data, judging=ctx.judging, settings=settings)
@@ -169,13 +171,13 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
             comparison = comparison.merge(stealth[["method", "win_rate", "win_low", "win_high", "runs_n",
                                                    "runs_failed"]], on="method", how="left")
             comparison.attrs["ci"] = ci
-        comparison.to_csv(out / "comparison.csv", index=False)
+        atomic.write_csv(comparison, out / "comparison.csv", index=False)
         trans = _transfer(ctx, chosen, judge, transfer_models, gateway, settings)
-        trans.to_csv(out / "transfer.csv", index=False)
+        atomic.write_csv(trans, out / "transfer.csv", index=False)
         selection = method_rows({m: results[m] for m in order}, ctx.seed_val)
-        selection.to_csv(out / "selection.csv", index=False)
+        atomic.write_csv(selection, out / "selection.csv", index=False)
         archive = archive_frame(ctx)
-        archive.to_csv(out / "archive.csv", index=False)
+        atomic.write_csv(archive, out / "archive.csv", index=False)
         write_ripd(archive_lines(ctx), out / "archive.jsonl")
         selected_lines = [{"prompt_id": "seed", "gen_step": 0, "prompt": seed.text}]
         for m in order:
@@ -186,17 +188,17 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
                                        "reason": results[m]["reason"]})
         write_ripd(selected_lines, out / "selected.jsonl")  # RIPD format; the last line is the search's choice
         rounds = pd.DataFrame(results["ours"]["extra"].get("rounds", [])) if "ours" in results else pd.DataFrame()
-        rounds.to_csv(out / "rounds.csv", index=False)
+        atomic.write_csv(rounds, out / "rounds.csv", index=False)
         steps = pd.DataFrame(results["textgrad"]["extra"].get("steps", [])) if "textgrad" in results else pd.DataFrame()
-        steps.to_csv(out / "textgrad_steps.csv", index=False)
+        atomic.write_csv(steps, out / "textgrad_steps.csv", index=False)
         caption = (f"Test: bench n={comparison['bench_n'].iloc[0]}, target n={comparison['target_n'].iloc[0]} pairs; "
                    f"bars: {comparison.attrs['ci']}. Models: {', '.join(models)}."
                    + (" Embedded model: the pipeline runs; these are not findings." if embedded else ""))
         fig = comparison_figure(comparison, f"Benchmark vs target agreement on test: {setting}", caption)
-        fig.savefig(out / "comparison.png", dpi=120)
+        atomic.save_figure(fig, out / "comparison.png", dpi=120)
         run.log_figure(fig, "comparison.png")
         summary = _summary(setting, data, seed, settings, models, embedded, comparison, selection, trans, ctx, grid)
-        (out / "summary.md").write_text(summary)
+        atomic.write_text(out / "summary.md", summary)
         for name in ("summary.md", "comparison.csv", "archive.jsonl", "archive.csv", "selected.jsonl"):
             run.log_artifact(out / name)
         _log_candidates(run, ctx, setting)
@@ -305,4 +307,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_stage(main, "drift"))

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from rubriclab import atomic
 from rubriclab.audit import to_markdown
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
@@ -34,6 +35,7 @@ from rubriclab.probe import (
     write_semantic_report,
 )
 from rubriclab.rubrics import load_rubric_file
+from rubriclab.stages import run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
 
@@ -151,7 +153,7 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
     embedded = sorted({r.name for r in used if r.model.startswith("local/") and r.name != "embedder"})
 
     def embed(texts: list[str]):
-        return embed_texts(list(texts), embedder, gateway.store, progress=False)
+        return embed_texts(list(texts), embedder, gateway.store, progress=False, stage=gateway.stage)
 
     datasets = load_datasets(project, cfg, data_files, seed)
     datasets.update(rubric_set_items(project, cfg, rubric_files))
@@ -181,9 +183,9 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
             items = judge_items(items, gateway=gateway, judge=judge, templates_dir=templates_dir)
             labelled[name] = items
             safe = name.replace(":", "_")
-            items.drop(columns=[c for c in ("tags",) if c in items]).assign(
+            atomic.write_parquet(items.drop(columns=[c for c in ("tags",) if c in items]).assign(
                 tags=items["tags"].map(lambda t: "|".join(t) if isinstance(t, (list, tuple)) else t)
-            ).to_parquet(out / f"{safe}.items.parquet", index=False)
+            ), out / f"{safe}.items.parquet", index=False)
             n_failed = int(items["label"].isna().sum())
             md += [f"## {name}", "", f"{len(items)} items in {items['record_id'].nunique()} records; labels: "
                    f"{int((items['label'] == 1).sum())} met, {int((items['label'] == 0).sum())} not met, "
@@ -195,9 +197,9 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
                 flat[f"{safe}.probe_error"] = 1
                 continue
             results[name] = res
-            res["table"].to_csv(out / f"{safe}.probe.csv", index=False)
-            res["cv"].to_csv(out / f"{safe}.cv.csv", index=False)
-            res["predictions"].to_csv(out / f"{safe}.predictions.csv", index=False)
+            atomic.write_csv(res["table"], out / f"{safe}.probe.csv", index=False)
+            atomic.write_csv(res["cv"], out / f"{safe}.cv.csv", index=False)
+            atomic.write_csv(res["predictions"], out / f"{safe}.predictions.csv", index=False)
             md += ["Probe on held-out records:", "", probe_markdown(res["table"]), ""]
             lk = res.get("leakage") or {}
             if lk and math.isfinite(lk.get("estimate", math.nan)):
@@ -221,7 +223,7 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
                                                                        if k not in ("test_size", "cv_folds")})
                         rows.append(t.assign(train=a, test=b))
             transfer = pd.concat(rows, ignore_index=True)
-            transfer.to_csv(out / "transfer.csv", index=False)
+            atomic.write_csv(transfer, out / "transfer.csv", index=False)
             md += ["## Cross-dataset transfer (train on one, test on the other)", ""]
             for (a, b), g in transfer.groupby(["train", "test"], sort=False):
                 md += [f"Train {a} → test {b}:", "", probe_markdown(g), ""]
@@ -237,8 +239,9 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
             rubp = rubric_perturbation(labelled[name], gateway=gateway, rewriter=rewriter, judge=judge, n_items=n_cf,
                                        seed=seed, templates_dir=templates_dir)
             for kind, res in (("output", outp), ("rubric", rubp)):
-                res["table"].to_csv(out / f"{safe}.{kind}_perturbation.transitions.csv")  # rows/cols: labels 1, 0
-                pd.DataFrame(res["rows"]).to_csv(out / f"{safe}.{kind}_perturbation.items.csv", index=False)
+                # rows/cols: labels 1, 0
+                atomic.write_csv(res["table"], out / f"{safe}.{kind}_perturbation.transitions.csv")
+                atomic.write_csv(pd.DataFrame(res["rows"]), out / f"{safe}.{kind}_perturbation.items.csv", index=False)
                 t = res["table"]
                 md += [f"## Counterfactual: {kind} perturbation ({name})", "",
                        f"Transitions (rows: {t.index.name}, columns: {t.columns.name}; 1 = criterion met):", "",
@@ -259,7 +262,7 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
         for path in write_semantic_report(report, out / "semantics"):
             run.log_artifact(path, "semantics")
         md += [""]
-        (out / "summary.md").write_text("\n".join(md) + "\n")
+        atomic.write_text(out / "summary.md", "\n".join(md) + "\n")
         run.log_artifact(out / "summary.md")
         run.log_metrics(flat)
     if out_dir is None:
@@ -276,4 +279,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_stage(main, "probe"))

@@ -16,6 +16,7 @@ from typing import Any
 import optuna
 import pandas as pd
 
+from rubriclab import atomic
 from rubriclab.audit import context_from_params, to_markdown
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
@@ -36,6 +37,7 @@ from rubriclab.repair import (
     study_storage,
 )
 from rubriclab.rubrics import RubricSet, load_rubric_file, save_rubric_set
+from rubriclab.stages import run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
 
@@ -125,7 +127,7 @@ def repair_source(name: str, rs: RubricSet, *, dataset: str, pool: list, dev: li
 
     study = run_grid(study_name, storage, grid, objective)
     table = grid_results(study)  # every trial's state, worker and, when pruned or failed, why
-    table.drop(columns=["values"]).to_csv(src_dir / "study.csv", index=False)
+    atomic.write_csv(table.drop(columns=["values"]), src_dir / "study.csv", index=False)
     # points another worker ran, and the named points (δ = 0, ∞) when the grid lacks them: their calls come
     # from the call store when it is shared (on one machine it is), else they are bought here
     for point in [*grid, *({"delta": d, "candidates": max_n} for d in NAMED.values())]:
@@ -137,7 +139,7 @@ def repair_source(name: str, rs: RubricSet, *, dataset: str, pool: list, dev: li
     curve.insert(0, "point", ["constrained" if r["delta"] == 0 and r["candidates"] == max_n else
                               "unconstrained" if math.isinf(r["delta"]) and r["candidates"] == max_n else ""
                               for _, r in curve.iterrows()])
-    curve.to_csv(src_dir / "curve.csv", index=False)
+    atomic.write_csv(curve, src_dir / "curve.csv", index=False)
     written = {}
     diffs = [f"# Repair of {name} ({dataset})", ""]
     for label, delta in NAMED.items():
@@ -153,18 +155,18 @@ def repair_source(name: str, rs: RubricSet, *, dataset: str, pool: list, dev: li
         written[label] = path
         diffs.append(diff_markdown(rs, repaired, op["decisions"], f"{label} (δ = {delta_label(delta)}, "
                                    f"{max_n} candidates per criterion)"))
-    (src_dir / "diff.md").write_text("\n".join(diffs) + "\n")
+    atomic.write_text(src_dir / "diff.md", "\n".join(diffs) + "\n")
     cands = candidates_table(found)
-    cands.to_csv(src_dir / "candidates.csv", index=False)
-    (src_dir / "packets.json").write_text(json.dumps({cid: e["packet"] for cid, e in found["criteria"].items()},
-                                                     indent=2, default=str))
+    atomic.write_csv(cands, src_dir / "candidates.csv", index=False)
+    atomic.write_json(src_dir / "packets.json", {cid: e["packet"] for cid, e in found["criteria"].items()},
+                      indent=2, default=str)
     level = f"{100 * ctx.confidence:g}%"
     caption = (f"Held-out split: α n={before['alpha'].get('n')} pairs, VFR n={before['vfr'].get('n')} prompts; bars: "
                f"{level} percentile bootstrap (B={ctx.n_boot}) over pairs (α) and prompts (VFR). Models: "
                f"{', '.join(models)}." + (" Embedded model: the curve shows the pipeline runs, not findings."
                                           if any(m.startswith("local/") for m in models) else ""))
     fig = curve_figure(curve, before, f"α–VFR operating curve: {name} ({dataset})", caption)
-    fig.savefig(src_dir / "curve.png", dpi=120)
+    atomic.save_figure(fig, src_dir / "curve.png", dpi=120)
     run.log_figure(fig, f"{name}/curve.png")
     run.log_table(curve, f"{name}/curve.json")
     run.log_artifact(src_dir / "diff.md", name)
@@ -251,7 +253,7 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
             flat[f"{name}.candidates_proposed"] = int(res["candidates"]["candidate"].notna().sum())
             for rule, n in res["rejected"].items():
                 flat[f"{name}.rejected.{rule}"] = n
-        (out / "summary.md").write_text("\n".join(summary) + "\n")
+        atomic.write_text(out / "summary.md", "\n".join(summary) + "\n")
         run.log_artifact(out / "summary.md")
         run.log_metrics(flat)
     if out_dir is None:
@@ -295,4 +297,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_stage(main, "repair"))

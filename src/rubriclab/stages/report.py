@@ -11,6 +11,7 @@ from typing import Any
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.llm import open_store, store_location
 from rubriclab.report import DEFAULT_UI, build_report
+from rubriclab.stages import run_stage
 from rubriclab.tracking import git_commit, stage_run, tracking_uri
 
 
@@ -55,4 +56,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_stage(main, "report"))

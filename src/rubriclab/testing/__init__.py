@@ -11,6 +11,8 @@ from rubriclab.testing._drift_world import (
     drift_world,
 )
 from rubriclab.testing._fake_server import (
+    ALL_FAULT_KINDS,
+    CONTENT_FAULT_KINDS,
     FAULT_KINDS,
     FakeOpenAIServer,
     FaultPlan,
@@ -18,7 +20,32 @@ from rubriclab.testing._fake_server import (
     fake_embedding,
     request_key,
 )
+from rubriclab.testing._injection import injection_obeying_judge, naive_read
 from rubriclab.testing._postgres import PostgresNotFoundError, find_postgres_bindir, postgres_server
+from rubriclab.testing._reliability import (
+    VOLATILE_KEYS,
+    KillOutcome,
+    KillRecord,
+    SignatureMap,
+    clean_reference,
+    drop_volatile,
+    finished_chat_signatures,
+    incomplete_files,
+    kill_repro,
+    kill_sequence,
+    ledger_totals,
+    mlflow_run_statuses,
+    reliability_figures,
+    reliability_params,
+    reliability_project,
+    reliability_responder,
+    repro,
+    repro_env,
+    request_signature,
+    snapshot_outputs,
+    standard_triggers,
+    temp_files,
+)
 from rubriclab.testing._repair_world import repair_world, world_pairs
 from rubriclab.testing._scripted import ScriptedProvider, last_user_text, scripted_model, scripted_provider
 from rubriclab.testing._tiny_policy import tiny_policy
@@ -26,7 +53,12 @@ from rubriclab.testing._tiny_policy import tiny_policy
 __all__ = [
     "BrowserNotFoundError", "browser", "find_browser", "mlflow_ui", "wait_for_text",
     "BENCH_HURT_SENTENCE", "BIAS_SENTENCE", "NEUTRAL_SENTENCES", "drift_pairs", "drift_world",
-    "FAULT_KINDS", "FakeOpenAIServer", "FaultPlan", "PostgresNotFoundError", "ScriptedProvider", "default_responder",
+    "ALL_FAULT_KINDS", "CONTENT_FAULT_KINDS", "FAULT_KINDS", "FakeOpenAIServer", "FaultPlan", "PostgresNotFoundError", "ScriptedProvider", "default_responder",
     "fake_embedding", "find_postgres_bindir", "last_user_text", "postgres_server", "repair_world", "request_key", "scripted_model",
     "scripted_provider", "tiny_policy", "world_pairs",
+    "injection_obeying_judge", "naive_read",
+    "VOLATILE_KEYS", "KillOutcome", "KillRecord", "SignatureMap", "clean_reference", "drop_volatile", "finished_chat_signatures",
+    "incomplete_files", "kill_repro", "kill_sequence", "ledger_totals", "mlflow_run_statuses", "reliability_figures", "reliability_params",
+    "reliability_project", "reliability_responder", "repro", "repro_env", "request_signature", "snapshot_outputs",
+    "standard_triggers", "temp_files",
 ]

@@ -11,7 +11,7 @@ import asyncio
 import signal
 import sys
 
-from rubriclab.testing._fake_server import FAULT_KINDS, FakeOpenAIServer, FaultPlan
+from rubriclab.testing._fake_server import ALL_FAULT_KINDS, FAULT_KINDS, FakeOpenAIServer, FaultPlan
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
@@ -21,7 +21,7 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--latency", type=float, default=0.0, help="seconds added to every successful answer")
     p.add_argument("--fault-rate", type=float, default=0.0)
     p.add_argument(
-        "--fault-kinds", default=",".join(FAULT_KINDS), help="comma-separated subset of " + ",".join(FAULT_KINDS)
+        "--fault-kinds", default=",".join(FAULT_KINDS), help="comma-separated subset of " + ",".join(ALL_FAULT_KINDS)
     )
     p.add_argument("--fault-seed", type=int, default=0)
     p.add_argument("--max-faults-per-key", type=int, default=1)

@@ -106,7 +106,7 @@ def refiner_script():
         if "## Feedback" in text and "<instruction>" in text:  # TextGrad update
             fb = text.split("## Feedback", 1)[1]
             extra = " Make the rubric favour responses that complete the request." if "complete" in fb else ""
-            cur = text.split("## Current instruction", 1)[1].split("## Feedback", 1)[0].strip()
+            cur = re.search(r"<current_instruction>\s*(.*?)\s*</current_instruction>", text, re.S).group(1)
             return f"<instruction>{cur}{extra}</instruction>"
         if "## Rewriting instruction" in text:  # TextGrad feedback
             relabelled = any(_relabelled(c) for c in _CASE.findall(text))

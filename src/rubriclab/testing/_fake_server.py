@@ -1,9 +1,11 @@
 """A fake OpenAI-compatible HTTP server for tests and benchmarks.
 
 It speaks just enough of the OpenAI REST API (chat completions, embeddings, models) for litellm's
-``openai/`` provider, answers deterministically, and injects faults (429, 500, hangs, garbage,
-truncated bodies, dropped connections) from a seeded plan so retry and parse-failure paths can be
-exercised without a network or a real provider.
+``openai/`` provider, answers deterministically, and injects faults from a seeded plan so retry and parse-failure paths can be exercised without a network
+or a real provider. Transport faults (``FAULT_KINDS``: 429 with Retry-After, 500, hangs, garbage bodies
+that are not a provider response, truncated JSON, dropped connections) must be retried with the same
+request; the opt-in content fault ``unparseable`` (a well-formed completion whose text no parser accepts)
+is what a re-ask is for.
 """
 
 from __future__ import annotations
@@ -56,7 +58,23 @@ __all__ = [
     "request_key",
 ]
 
+# Transport faults: the reply is not a usable provider response, so the client retries the same request.
 FAULT_KINDS: tuple[str, ...] = ("429", "500", "hang", "garbage", "truncated", "drop")
+# Content faults (opt-in, not in the default plan): a well-formed completion whose text no parser accepts,
+# which the gateway re-asks (a different request) rather than retries.
+CONTENT_FAULT_KINDS: tuple[str, ...] = ("unparseable",)
+ALL_FAULT_KINDS: tuple[str, ...] = FAULT_KINDS + CONTENT_FAULT_KINDS
+# "garbage" bodies, chosen by the request key: none of them is a chat completion a client may use
+_GARBAGE_BODIES: tuple[tuple[bytes, str], ...] = (
+    (b"<html><body><h1>502 Bad Gateway</h1></body></html>", "text/html"),
+    (b"\x89\x00\xffqzx not json", "application/json"),
+    (b'{"status": "ok"}', "application/json"),  # JSON, but no choices
+    (b'{"id": "chatcmpl-garbage", "object": "chat.completion", "created": 0, "model": "fake", "choices": []}',
+     "application/json"),
+    (b'{"id": "chatcmpl-garbage", "object": "chat.completion", "created": 0, "model": "fake", "choices": '
+     b'[{"index": 0, "message": {"role": "assistant", "content": null}, "finish_reason": "stop"}]}',
+     "application/json"),
+)
 EMBEDDING_DIM = 8
 
 # Consonants only, no 'a'/'b': garbage text can never spell a verdict (A/B/Yes/No/tie) or JSON.
@@ -85,9 +103,9 @@ class FaultPlan:
             raise ValueError(f"FaultPlan.rate must be in [0, 1], got {self.rate!r}")
         if not self.kinds:
             raise ValueError("FaultPlan.kinds must name at least one fault kind")
-        unknown = [k for k in self.kinds if k not in FAULT_KINDS]
+        unknown = [k for k in self.kinds if k not in ALL_FAULT_KINDS]
         if unknown:
-            raise ValueError(f"FaultPlan.kinds has unknown kinds {unknown}; expected a subset of {FAULT_KINDS}")
+            raise ValueError(f"FaultPlan.kinds has unknown kinds {unknown}; expected a subset of {ALL_FAULT_KINDS}")
         if self.max_faults_per_key < 0:
             raise ValueError("FaultPlan.max_faults_per_key must be >= 0")
 
@@ -356,7 +374,7 @@ class FakeOpenAIServer:
         if kind is None:
             return key, None
         with self._lock:
-            self._fault_counts[kind] += 1
+            self._fault_counts[kind] = self._fault_counts.get(kind, 0) + 1
         if kind == "429":
             resp = _error(429, "rate_limit_error", "Rate limit reached (injected fault)", code="rate_limit_exceeded")
             resp.headers["Retry-After"] = f"{plan.retry_after:g}"
@@ -378,7 +396,7 @@ class FakeOpenAIServer:
                 if task is not None:
                     self._hang_tasks.discard(task)
             return key, None  # past the client's timeout; answer normally if anyone is still there
-        return key, _FaultMarker(kind)  # garbage / truncated: shaped by the endpoint handler
+        return key, _FaultMarker(kind)  # garbage / truncated / unparseable: shaped by the endpoint handler
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body, err = await self._read(request)
@@ -389,7 +407,10 @@ class FakeOpenAIServer:
         if fault is not None and not isinstance(fault, _FaultMarker):
             return fault
         kind = fault.kind if isinstance(fault, _FaultMarker) else None
-        content = _garbage_text(key) if kind == "garbage" else self.responder(body)
+        if kind == "garbage":
+            raw, ctype = _GARBAGE_BODIES[int(key[:8], 16) % len(_GARBAGE_BODIES)]
+            return web.Response(body=raw, content_type=ctype)
+        content = _garbage_text(key) if kind == "unparseable" else self.responder(body)
         if self.latency > 0:
             await asyncio.sleep(self.latency)
         model = body.get("model", "fake")
@@ -453,6 +474,9 @@ class FakeOpenAIServer:
         if fault is not None and not isinstance(fault, _FaultMarker):
             return fault
         kind = fault.kind if isinstance(fault, _FaultMarker) else None
+        if kind == "garbage":  # not an embeddings response (HTML, bytes, or JSON without data)
+            raw, ctype = _GARBAGE_BODIES[int(key[:8], 16) % 3]
+            return web.Response(body=raw, content_type=ctype)
         inputs = body.get("input")
         if isinstance(inputs, str) or (isinstance(inputs, list) and inputs and isinstance(inputs[0], int)):
             inputs = [inputs]
@@ -465,7 +489,7 @@ class FakeOpenAIServer:
         b64 = body.get("encoding_format") == "base64"
         data = []
         for i, t in enumerate(texts):
-            vec = fake_embedding(_garbage_text(key + t) if kind == "garbage" else t)
+            vec = fake_embedding(_garbage_text(key + t) if kind == "unparseable" else t)
             emb: Any = base64.b64encode(struct.pack(f"<{len(vec)}f", *vec)).decode() if b64 else vec
             data.append({"object": "embedding", "index": i, "embedding": emb})
         tokens = sum(_tokens(t) for t in texts)
@@ -495,7 +519,7 @@ class FakeOpenAIServer:
 
 @dataclass(frozen=True)
 class _FaultMarker:
-    """A fault shaped by the endpoint (garbage / truncated) rather than a canned response."""
+    """A fault shaped by the endpoint (garbage / truncated / unparseable) rather than a canned response."""
 
     kind: str
 

@@ -72,7 +72,7 @@ def attacker(messages, params):
 
 
 def verifier(messages, params):
-    resp = re.search(r"## Response being evaluated:\n(.*?)\n\n## ", _user(messages), re.S).group(1)
+    resp = re.search(r"## Response being evaluated:\n<response>\n(.*?)\n</response>", _user(messages), re.S).group(1)
     verdict = "EXPLOITING" if "ATTACK" in resp else "GENUINE"
     return f"<analysis>checked</analysis>\n<result>\n<verdict>{verdict}</verdict>\n</result>"
 
@@ -80,7 +80,7 @@ def verifier(messages, params):
 def refiner(messages, params):
     text = _user(messages)
     ops = re.findall(r"^- ([a-z_]+): ", _section(text, r"Operators you must apply \(and no others\)"), re.M)
-    original = re.search(r"## Criterion: \S+\n(.*?)\n\n## ", text, re.S).group(1)
+    original = re.search(r"## Criterion: \S+\n<criterion>\n(.*?)\n</criterion>", text, re.S).group(1)
     if "false_positive_anchors" in ops:
         return "I would add some anchors."
     if "max_score_cap" in ops:

@@ -1,0 +1,51 @@
+"""Who holds a piece of shared state (a call-store claim, an MLflow run), and whether that holder is gone.
+
+An owner is ``host:pid:token``; the random token tells a reused pid from the process that took the claim.
+A holder on another host cannot be checked from here: callers pair this with a lease.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+HOST = socket.gethostname()
+_OWNER = ""
+
+
+def process_owner() -> str:
+    """This process's owner token (a forked child gets its own)."""
+    global _OWNER
+    if not _OWNER or _OWNER.rsplit(":", 2)[-2] != str(os.getpid()):
+        _OWNER = f"{HOST}:{os.getpid()}:{uuid.uuid4().hex[:12]}"
+    return _OWNER
+
+
+def owner_is_gone(owner: str | None) -> bool:
+    """True when ``owner`` ran on this host and its process no longer exists (or its pid now belongs to this
+    process under another token). False when it is alive or cannot be checked (another host, no owner)."""
+    if not owner or owner.count(":") < 2:
+        return False
+    host, pid_text, _ = owner.rsplit(":", 2)
+    if host != HOST or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return owner != process_owner()
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, under another user
+        return False
+    return _is_zombie(pid)
+
+
+def _is_zombie(pid: int) -> bool:
+    # a SIGKILLed child not yet reaped by its parent still answers kill(pid, 0)
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
