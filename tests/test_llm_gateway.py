@@ -226,3 +226,38 @@ def test_mlflow_params_use_the_same_secret_filter():
     for secret in ("abcdefgh-1234", "plain-header-key", "body-key-777", "tok-888", "s3cr3t-999", "creds-000"):
         assert secret not in dumped, secret
     assert flat["llm.roles.judge.extra.extra_body.top_k"] == "5"
+
+
+def test_prefix_order_groups_calls_to_in_process_models_by_prompt():
+    from rubriclab.llm._schedule import prefix_order
+
+    local = RoleSpec(name="judge", model="local/smollm2-135m")
+    remote = RoleSpec(name="judge", model="openai/gpt-4o-mini")
+    texts = ["RUBRIC\npair 2", "RUBRIC\npair 1", "OTHER\npair 1", "RUBRIC\npair 2", "RUBRIC\npair 1"]
+    reqs = [CallRequest(role=local, messages=[{"role": "user", "content": t}], sample_index=i)
+            for i, t in enumerate(texts)]
+    reqs.append(CallRequest(role=remote, messages=[{"role": "user", "content": "RUBRIC\npair 0"}]))
+    order = prefix_order(reqs, list(range(len(reqs))))
+    assert order[0] == 5  # a remote call keeps its place ahead (it runs concurrently anyway)
+    assert [texts[i] for i in order[1:]] == sorted(texts)  # equal prompts adjacent, shared prefixes together
+    assert sorted(order) == list(range(len(reqs)))
+
+
+def test_prefix_order_changes_when_calls_run_not_what_they_return(tmp_path, monkeypatch):
+    from rubriclab.llm import open_store
+
+    monkeypatch.setattr("rubriclab.llm._schedule.KV_SHARING_PREFIXES", ("local/", "scripted/"))
+    seen: list[str] = []
+
+    def reply(m, p):
+        seen.append(last_user_text(m))
+        return f"{last_user_text(m)}|{p.get('seed')}"  # every call carries its own seed
+
+    role = RoleSpec(name="judge", model=scripted_model("order", reply), temperature=0.7, concurrency=1)
+    reqs = [CallRequest(role=role, messages=[{"role": "user", "content": f"q{i % 3}"}], sample_index=i)
+            for i in range(9)]
+    a = Gateway(open_store(tmp_path / "a.sqlite"), progress=False, prefix_schedule=False).run(reqs)
+    built, seen[:] = list(seen), []
+    b = Gateway(open_store(tmp_path / "b.sqlite"), progress=False, prefix_schedule=True).run(reqs)
+    assert built == [f"q{i % 3}" for i in range(9)] and seen == sorted(built)  # equal prompts ran adjacently
+    assert [r.text for r in a] == [r.text for r in b]

@@ -70,3 +70,26 @@ def test_embeddings_offline_normalised_and_cached(store):
     assert m[0] @ m[1] > m[0] @ m[2]  # paraphrases are closer than an unrelated sentence
     assert len(store.get_embeddings("local/minilm", texts)) == 3
     assert np.allclose(embed_texts(texts, role, store, progress=False), m)
+
+
+def test_prefix_reuse_gives_the_distribution_a_fresh_evaluation_gives():
+    from rubriclab.llm._local import _first_token_distribution, eval_after_prefix
+
+    llm = local_provider().chat_model("smollm2-135m")
+    shared = "Criterion: the answer is concise and answers the question first.\n"
+    msgs = [[{"role": "user", "content": shared + f"Question: how long do I boil egg {i}?\nAnswer Yes or No."}]
+            for i in range(3)]
+    msgs.append(msgs[0])  # the exact prompt again: its last token is re-evaluated for fresh logits
+    reused = [_first_token_distribution(llm, m, 5)["logprobs"]["content"][0]["top_logprobs"] for m in msgs]
+    fresh = []
+    for m in msgs:
+        llm.reset()
+        fresh.append(_first_token_distribution(llm, m, 5)["logprobs"]["content"][0]["top_logprobs"])
+    for a, b in zip(reused, fresh):
+        assert [x["token"] for x in a] == [y["token"] for y in b]
+        assert np.allclose([x["logprob"] for x in a], [y["logprob"] for y in b], atol=1e-4)
+    tokens = llm.tokenize(b"Hello there, general question", add_bos=False)
+    llm.reset()
+    assert eval_after_prefix(llm, tokens) == 0
+    assert eval_after_prefix(llm, tokens) == len(tokens) - 1  # all but the last token reused
+    assert eval_after_prefix(llm, tokens[:3] + [tokens[0]]) == 3
