@@ -136,6 +136,10 @@ def test_audit_stage_writes_the_card_and_logs_nested_runs(project):
     inj = card["mine"]["injection_rate"]
     assert inj["value"] == 0.0 and inj["n"] == 12 and inj["n_pairs"] == 6 and inj["n_failed"] == 0
     assert inj["ci"]["unit"] == "pairs" and inj["ci"]["level"] == 0.95
+    # every pair gives 0: the bootstrap distribution is a point, shown as no interval rather than [0.000, 0.000]
+    cell = table.loc["mine", "Inj"] if "Inj" in table.columns else next(
+        v for c, v in table.loc["mine"].items() if c.lower().startswith("inj"))
+    assert "no interval" in cell and "[0.000, 0.000]" not in cell, cell
     assert (folder / "injection.png").exists() and "![Injection sensitivity per source](injection.png)" in md
     assert "## Injection sensitivity" in md and (folder / "injection.csv").exists()
     metrics = json.loads((root / "metrics/audit/demo_helpful.json").read_text())

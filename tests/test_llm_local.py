@@ -91,5 +91,49 @@ def test_prefix_reuse_gives_the_distribution_a_fresh_evaluation_gives():
     tokens = llm.tokenize(b"Hello there, general question", add_bos=False)
     llm.reset()
     assert eval_after_prefix(llm, tokens) == 0
-    assert eval_after_prefix(llm, tokens) == len(tokens) - 1  # all but the last token reused
-    assert eval_after_prefix(llm, tokens[:3] + [tokens[0]]) == 3
+    assert eval_after_prefix(llm, tokens) == len(tokens) - 2  # all but the last two tokens reused
+    assert eval_after_prefix(llm, tokens[:3] + [tokens[0], tokens[1]]) == 3
+
+
+def _judge_prompts(n: int) -> list[list[dict]]:
+    from rubriclab.data import load_source, present
+    from rubriclab.llm import load_prompt
+
+    rubric = ("- accuracy: States correct facts and no false claims.\n- directness: Answers the question first.\n"
+              "- completeness: Covers every part of the request.\n- safety: Refuses clearly harmful help.")
+    out = []
+    for p in load_source({"loader": "demo", "domain": "helpful"})[0][:n]:
+        v = present(p, 42)
+        out.append(load_prompt("judge_direct").render(rubric=rubric, prompt=p.prompt, response_a=v["a"],
+                                                      response_b=v["b"]))
+    return out
+
+
+def test_a_reply_depends_on_its_prompt_not_on_the_call_before_it():
+    """The same prompt again right after its reply (panel seats, repeated samples, a resumed batch) used to
+    re-evaluate only its last token, which llama.cpp scores differently from a fresh evaluation: T=0 replies
+    changed with the order calls ran in."""
+    from rubriclab.llm._local import _first_token_distribution
+
+    llm = local_provider().chat_model("smollm2-135m")
+    msgs = _judge_prompts(3)
+
+    def reply(m):
+        out = llm.create_chat_completion(messages=m, temperature=0.0, max_tokens=12, seed=0)
+        return out["choices"][0]["message"]["content"]
+
+    def first_token(m):
+        return [(x["token"], x["logprob"]) for x in _first_token_distribution(llm, m, 5)["logprobs"]["content"][0]
+                ["top_logprobs"]]
+
+    fresh, fresh_first = [], []
+    for m in msgs:
+        llm.reset()
+        fresh.append(reply(m))
+        llm.reset()
+        fresh_first.append(first_token(m))
+    order = [1, 1, 0, 2, 2, 1, 0, 0]
+    assert [reply(msgs[i]) for i in order] == [fresh[i] for i in order]
+    for i in order:  # right after a reply to the same prompt: bit-identical logprobs, not merely close ones
+        reply(msgs[i])
+        assert first_token(msgs[i]) == fresh_first[i]

@@ -172,6 +172,7 @@ class Roles(Section):
 class Llm(Section):
     store: Str | None = None
     templates_dir: Str | None = None
+    prefix_order: Bool = None
     defaults: RoleFields = None
     roles: Roles = None
 

@@ -89,7 +89,10 @@ def _cell(entry: Any) -> str | None:
         return None
     text = f"{v:.3f}" if not float(v).is_integer() or isinstance(entry, dict) else f"{int(v)}"
     if isinstance(entry, dict) and entry.get("low") is not None and entry.get("high") is not None:
-        text += f" [{entry['low']:.3f}, {entry['high']:.3f}]"
+        if entry["low"] == entry["high"]:  # a point bootstrap distribution: "[0.000, 0.000]" would read as a CI
+            text += " (no interval: every resample gives the same value)"
+        else:
+            text += f" [{entry['low']:.3f}, {entry['high']:.3f}]"
     if isinstance(entry, dict) and entry.get("n") is not None:
         text += f" n={entry['n']}"
     return text

@@ -63,7 +63,9 @@ def prepare_roles(roles: dict[str, RoleSpec | list[RoleSpec]]) -> None:
 def gateway_from_params(params: dict[str, Any], stage: str, project_dir: Path, progress: bool = True) -> Gateway:
     """A gateway on the project's call store, with providers for the configured roles registered."""
     prepare_roles(roles_from_params(params))
-    return Gateway(open_store(store_location(params, project_dir)), stage=stage, progress=progress)
+    prefix_order = (params.get("llm") or {}).get("prefix_order", True)
+    return Gateway(open_store(store_location(params, project_dir)), stage=stage, progress=progress,
+                   prefix_schedule=bool(prefix_order))
 
 
 __all__ = [

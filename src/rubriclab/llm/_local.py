@@ -70,8 +70,8 @@ class LocalProvider(litellm.CustomLLM):
                 except ImportError:
                     raise MissingDependencyError("the embedded chat model", "llama-cpp-python") from None
                 path = locate_model_file(*CHAT_MODELS[name])
-                self._models[name] = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=os.cpu_count() or 2,
-                                           verbose=False, seed=0)
+                llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=os.cpu_count() or 2, verbose=False, seed=0)
+                self._models[name] = guard_prefix_reuse(llm)
             return self._models[name]
 
     def embed_model(self, name: str) -> Any:
@@ -196,24 +196,56 @@ def _first_token_distribution(llm: Any, messages: list, k: int) -> dict:
     }
 
 
-def eval_after_prefix(llm: Any, tokens: list[int]) -> int:
-    """Evaluate ``tokens``, keeping the KV state of the longest prefix they share with the previous prompt (as
-    llama-cpp-python's ``generate`` does for completions). At least the last token is evaluated, so its
-    logits are fresh. Returns the number of tokens reused."""
+# llama.cpp gives a different result when the only token evaluated is the prompt's last one and cells after it
+# were just dropped (the same prompt again after its reply: max |logit difference| 0.40 on SmolLM2, and T=0
+# replies changed); re-evaluating two or more tokens is bit-identical to a fresh evaluation (measured, and
+# tested in tests/test_llm_local.py). So at least this many tokens of every prompt are evaluated afresh.
+MIN_REEVALUATED = 2
+
+
+def reusable_prefix(llm: Any, tokens: list[int]) -> int:
+    """How many leading ``tokens`` can keep the KV state left by the previous prompt: the common prefix with
+    what is cached, leaving at least ``MIN_REEVALUATED`` tokens to evaluate."""
     cached = llm.input_ids[: llm.n_tokens].tolist() if llm.n_tokens else []
-    reuse = 0
+    common = 0
     for a, b in zip(cached, tokens):
         if a != b:
             break
-        reuse += 1
-    reuse = min(reuse, len(tokens) - 1)
-    if reuse <= 0:
+        common += 1
+    return max(0, min(common, len(tokens) - MIN_REEVALUATED))
+
+
+def limit_prefix_reuse(llm: Any, tokens: list[int]) -> int:
+    """Cut the cached state back to ``reusable_prefix`` (llama-cpp-python's ``generate`` then reuses exactly
+    that much); returns it."""
+    keep = reusable_prefix(llm, tokens)
+    if keep == 0:
         llm.reset()
-        reuse = 0
-    else:
-        llm.n_tokens = reuse  # eval() drops the KV cells after n_tokens
-    llm.eval(tokens[reuse:])
-    return reuse
+    elif keep < llm.n_tokens:
+        llm.n_tokens = keep  # generate() and eval() drop the KV cells after n_tokens
+    return keep
+
+
+def guard_prefix_reuse(llm: Any) -> Any:
+    """Make ``llm.generate`` (what every completion goes through) reuse only what ``reusable_prefix`` allows,
+    so a reply depends on its prompt alone, never on the call that ran before it."""
+    original = llm.generate
+
+    def generate(tokens: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("reset", True):
+            limit_prefix_reuse(llm, list(tokens))
+        return original(tokens, *args, **kwargs)
+
+    llm.generate = generate
+    return llm
+
+
+def eval_after_prefix(llm: Any, tokens: list[int]) -> int:
+    """Evaluate ``tokens``, keeping the KV state of the prefix they share with the previous prompt (see
+    ``reusable_prefix``). Returns the number of tokens reused."""
+    keep = limit_prefix_reuse(llm, tokens)
+    llm.eval(tokens[keep:])
+    return keep
 
 
 def _model_response(model: str, out: dict) -> litellm.ModelResponse:
