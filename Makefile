@@ -20,12 +20,16 @@ test: install
 lint:
 	$(VENV)/bin/ruff check src tests benchmarks
 
-bench:
+bench: install
+	$(VENV)/bin/python -m pip install -q -e ".[bench]"
 	$(VENV)/bin/python benchmarks/gateway.py
 	$(VENV)/bin/python benchmarks/repair_sweep.py
 	$(VENV)/bin/python benchmarks/drift_gate.py
 	$(VENV)/bin/python benchmarks/probe_bootstrap.py
 	$(VENV)/bin/python benchmarks/reliability.py
+	$(VENV)/bin/python benchmarks/embedded_judge.py
+	$(VENV)/bin/python benchmarks/llama_server.py
+	$(VENV)/bin/python benchmarks/store_scale.py
 
 # PNGs of the report and the MLflow comparison view for the README (after `make repro`)
 screenshots:

@@ -32,9 +32,11 @@ CRITERIA = ["The response states correct facts.", "The response answers the ques
 def build_batch(n_pairs: int) -> list[CallRequest]:
     direct, yes_no = load_prompt("judge_direct"), load_prompt("pointwise_yes_no")
     pairs = load_source({"loader": "demo", "domain": "helpful"})[0][:n_pairs]
-    hot = RoleSpec(name="judge", model="local/smollm2-135m", temperature=0.7, max_tokens=16)
-    cold = RoleSpec(name="judge", model="local/smollm2-135m", temperature=0.0, max_tokens=16)
-    scorer = RoleSpec(name="judge", model="local/smollm2-135m", temperature=0.0, max_tokens=1)
+    # parse_retries 0: a reply cut off at 16 tokens is a counted failure, not a re-ask (re-asks are another
+    # round with longer prompts; this measures the order of one round)
+    hot = RoleSpec(name="judge", model="local/smollm2-135m", temperature=0.7, max_tokens=16, parse_retries=0)
+    cold = hot.with_(temperature=0.0)
+    scorer = hot.with_(temperature=0.0, max_tokens=1)
     reqs: list[CallRequest] = []
     for seat in range(3):  # the audit builds a panel seat by seat: today's order
         for p in pairs:

@@ -42,14 +42,17 @@ GOAL = 0.9
 def build_batch(model: str, n_pairs: int, **role: object) -> list[CallRequest]:
     direct = load_prompt("judge_direct")
     pairs = load_source({"loader": "demo", "domain": "helpful"})[0][:n_pairs]
-    hot = RoleSpec(name="judge", model=model, temperature=0.7, max_tokens=48, concurrency=1, structured=False, **role)
+    hot = RoleSpec(name="judge", model=model, temperature=0.7, max_tokens=48, concurrency=1, structured=False,
+                   parse_retries=0, **role)  # a reply cut off at the limit is counted, not re-asked (same work per arm)
     cold = hot.with_(temperature=0.0)
     msgs = []
     for p in pairs:
         v = present(p, 42)
         msgs.append(direct.render(rubric=RUBRIC, prompt=p.prompt, response_a=v["a"], response_b=v["b"]))
-    reqs = [CallRequest(role=hot, messages=m, sample_index=seat) for seat in range(3) for m in msgs]
-    return reqs + [CallRequest(role=cold, messages=m) for m in msgs]
+    # equal prompts back to back in both arms (what the gateway does for the embedded model), so the server's
+    # own prefix reuse gets the same chance
+    return [CallRequest(role=r, messages=m, sample_index=seat) for m in msgs
+            for r, seat in ((hot, 0), (hot, 1), (hot, 2), (cold, 0))]
 
 
 def _free_port() -> int:
@@ -86,7 +89,7 @@ def run_arm(reqs: list[CallRequest], folder: Path) -> tuple[float, int, int, lis
     t0 = time.perf_counter()
     results = gateway.run(reqs)
     wall = time.perf_counter() - t0
-    failed = [r.error for r in results if not r.ok]
+    failed = [r.error for r in results if r.error]  # transport failures; a reply cut off at the limit still counts
     if failed:
         sys.exit(f"{len(failed)} calls failed, e.g. {failed[0]}")
     prompt = sum(r.prompt_tokens or 0 for r in results)
@@ -128,9 +131,10 @@ def main() -> None:
               f"{completion / wall:.1f} |")
     e, s = best["embedded"], best["server"]
     ratio = ((e[1] + e[2]) / e[0]) / ((s[1] + s[2]) / s[0])
-    differ = sum(a != b for a, b in zip(e[3], s[3]))
+    differ = [i for i, (a, b) in enumerate(zip(e[3], s[3])) if a != b]
+    differ_t0 = sum(embedded[i].role.temperature == 0 for i in differ)
     print(f"embedded / server tokens/s: {ratio:.2f}x (goal >= {GOAL}x: {'PASS' if ratio >= GOAL else 'MISS'}); "
-          f"replies that differ between the arms: {differ} of {len(embedded)}")
+          f"replies that differ between the arms: {len(differ)} of {len(embedded)} ({differ_t0} of them at T=0)")
     sys.exit(0 if ratio >= GOAL else 1)
 
 

@@ -261,3 +261,33 @@ def test_prefix_order_changes_when_calls_run_not_what_they_return(tmp_path, monk
     b = Gateway(open_store(tmp_path / "b.sqlite"), progress=False, prefix_schedule=True).run(reqs)
     assert built == [f"q{i % 3}" for i in range(9)] and seen == sorted(built)  # equal prompts ran adjacently
     assert [r.text for r in a] == [r.text for r in b]
+
+
+def test_prefix_order_holds_when_a_local_role_allows_concurrent_calls(tmp_path, monkeypatch):
+    """With concurrency 8, eight calls to an in-process model were in flight at once and raced for its lock, so
+    they ran in any order and the shared prefixes were not reused; they now run one at a time, in prefix order."""
+    import threading
+    import time
+
+    from rubriclab.llm import open_store
+
+    monkeypatch.setattr("rubriclab.llm._schedule.KV_SHARING_PREFIXES", ("local/", "scripted/"))
+    seen: list[str] = []
+    in_flight, most = [0], [0]
+    guard = threading.Lock()
+
+    def reply(m, p):
+        with guard:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        time.sleep(0.002 * (len(seen) % 4))  # uneven durations: concurrent calls finish out of order
+        with guard:
+            seen.append(last_user_text(m))
+            in_flight[0] -= 1
+        return "ok"
+
+    role = RoleSpec(name="judge", model=scripted_model("order8", reply), temperature=0.7, concurrency=8)
+    reqs = [CallRequest(role=role, messages=[{"role": "user", "content": f"q{i % 4}"}], sample_index=i)
+            for i in range(24)]
+    Gateway(open_store(tmp_path / "c.sqlite"), progress=False, prefix_schedule=True).run(reqs)
+    assert most[0] == 1 and seen == sorted(seen)

@@ -16,7 +16,7 @@ from rubriclab.errors import ParseFailure
 from rubriclab.llm._limits import ModelLimiter
 from rubriclab.llm._retry import backoff_seconds, check_response, describe, is_retryable, retry_after_seconds
 from rubriclab.llm._roles import RoleSpec
-from rubriclab.llm._schedule import prefix_order
+from rubriclab.llm._schedule import prefix_order, shares_kv_state
 from rubriclab.llm._store import CLAIM_RENEW_S, CallRecord, CallStore, call_key, claim_is_stale, public_params
 from rubriclab.secrets import public_endpoint
 
@@ -277,7 +277,10 @@ class Gateway:
         key = (role.model, role.api_base)
         slot = self._slots.get(key)
         if slot is None:
-            slot = self._slots[key] = asyncio.Semaphore(max(1, role.concurrency))
+            # an in-process model decodes one call at a time; more in flight would only race for its lock and
+            # break the prefix order (calls sharing a prompt prefix back to back)
+            size = 1 if self.prefix_schedule and shares_kv_state(role.model) else max(1, role.concurrency)
+            slot = self._slots[key] = asyncio.Semaphore(size)
         return slot
 
     async def _renew_claim(self, key: str) -> None:
