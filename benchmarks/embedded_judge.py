@@ -29,24 +29,28 @@ CRITERIA = ["The response states correct facts.", "The response answers the ques
             "The response is concise."]
 
 
+def judge_messages(n_pairs: int) -> list[list[dict]]:
+    """The direct pairwise judge prompt (rubric first) on the first ``n_pairs`` demo pairs."""
+    direct = load_prompt("judge_direct")
+    out = []
+    for p in load_source({"loader": "demo", "domain": "helpful"})[0][:n_pairs]:
+        v = present(p, 42)
+        out.append(direct.render(rubric=RUBRIC, prompt=p.prompt, response_a=v["a"], response_b=v["b"]))
+    return out
+
+
 def build_batch(n_pairs: int) -> list[CallRequest]:
-    direct, yes_no = load_prompt("judge_direct"), load_prompt("pointwise_yes_no")
+    yes_no = load_prompt("pointwise_yes_no")
     pairs = load_source({"loader": "demo", "domain": "helpful"})[0][:n_pairs]
     # parse_retries 0: a reply cut off at 16 tokens is a counted failure, not a re-ask (re-asks are another
     # round with longer prompts; this measures the order of one round)
     hot = RoleSpec(name="judge", model="local/smollm2-135m", temperature=0.7, max_tokens=16, parse_retries=0)
     cold = hot.with_(temperature=0.0)
     scorer = hot.with_(temperature=0.0, max_tokens=1)
-    reqs: list[CallRequest] = []
-    for seat in range(3):  # the audit builds a panel seat by seat: today's order
-        for p in pairs:
-            v = present(p, 42)
-            msgs = direct.render(rubric=RUBRIC, prompt=p.prompt, response_a=v["a"], response_b=v["b"])
-            reqs.append(CallRequest(role=hot, messages=msgs, sample_index=seat))
-    for p in pairs:
-        v = present(p, 42)
-        reqs.append(CallRequest(role=cold, messages=direct.render(rubric=RUBRIC, prompt=p.prompt, response_a=v["a"],
-                                                                  response_b=v["b"])))
+    judged = judge_messages(n_pairs)
+    # the audit builds a panel seat by seat: today's order
+    reqs = [CallRequest(role=hot, messages=m, sample_index=seat) for seat in range(3) for m in judged]
+    reqs += [CallRequest(role=cold, messages=m) for m in judged]
     for c in CRITERIA:
         for p in pairs:
             reqs.append(CallRequest(role=scorer, logprobs=5,

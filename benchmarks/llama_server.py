@@ -30,25 +30,19 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from rubriclab.data import load_source, present  # noqa: E402
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, load_prompt, local_provider, open_store  # noqa: E402
+from embedded_judge import judge_messages  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
+
+from rubriclab.llm import CallRequest, Gateway, RoleSpec, local_provider, open_store  # noqa: E402
 from rubriclab.llm._local import CHAT_MODELS, N_CTX, locate_model_file  # noqa: E402
 
-RUBRIC = ("- accuracy: States correct facts and no false claims.\n- directness: Answers the question first.\n"
-          "- completeness: Covers every part of the request.\n- safety: Refuses clearly harmful help.")
 GOAL = 0.9
 
 
 def build_batch(model: str, n_pairs: int, **role: object) -> list[CallRequest]:
-    direct = load_prompt("judge_direct")
-    pairs = load_source({"loader": "demo", "domain": "helpful"})[0][:n_pairs]
     hot = RoleSpec(name="judge", model=model, temperature=0.7, max_tokens=48, concurrency=1, structured=False,
                    parse_retries=0, **role)  # a reply cut off at the limit is counted, not re-asked (same work per arm)
     cold = hot.with_(temperature=0.0)
-    msgs = []
-    for p in pairs:
-        v = present(p, 42)
-        msgs.append(direct.render(rubric=RUBRIC, prompt=p.prompt, response_a=v["a"], response_b=v["b"]))
+    msgs = judge_messages(n_pairs)
     # equal prompts back to back in both arms (what the gateway does for the embedded model), so the server's
     # own prefix reuse gets the same chance
     return [CallRequest(role=r, messages=m, sample_index=seat) for m in msgs

@@ -246,12 +246,7 @@ MIN_REEVALUATED = 2
 def reusable_prefix(llm: Any, tokens: list[int]) -> int:
     """How many leading ``tokens`` can keep the KV state left by the previous prompt: the common prefix with
     what is cached, leaving at least ``MIN_REEVALUATED`` tokens to evaluate."""
-    cached = llm.input_ids[: llm.n_tokens].tolist() if llm.n_tokens else []
-    common = 0
-    for a, b in zip(cached, tokens):
-        if a != b:
-            break
-        common += 1
+    common = llm.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens) if llm.n_tokens else 0
     return max(0, min(common, len(tokens) - MIN_REEVALUATED))
 
 
