@@ -87,7 +87,8 @@ def _set(dotted: str, value):
      "alpha_orientation, baseline_reference, paraphrase_check, attack_check, injection"),
     (_set("report.mlflow", "x"), "report.mlflow: unknown key; expected one of mlflow_ui"),
     (_set("audti", {"runs": 2}),
-     "audti: unknown key; expected one of llm, data, tracking, discover, audit, repair, drift, align, probe, report"),
+     "audti: unknown key; expected one of llm, data, tracking, discover, audit, repair, drift, align, probe, report, "
+     "recorded"),
     (_set("llm.roles.judje", {"model": "openai/x"}), "llm.roles.judje: unknown role; expected one of judge, extractor, "
      "consolidator, paraphraser, attacker, verifier, refiner, generator, embedder, evaluator, policy, reward, "
      "pairwise_judge"),

@@ -110,3 +110,156 @@ def test_rubriclab_ui_serves_the_project_store_offline_on_the_runs_table(tmp_pat
     assert seen["env"]["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
     out = capsys.readouterr().out
     assert re.search(r"http://127\.0\.0\.1:5999/#/experiments/\d+/runs\?workflowType=machine_learning", out)
+
+
+# -- the "Recorded judges" section -----------------------------------------------------------------------------------
+def _recorded_outputs(root):
+    """Two small cards written by the recorded stage's own code: an LLMBar-like source (two judges, three
+    conditions, both orders, the rules / own-rubric contrasts, a publisher tally) and a PandaLM-like one (the
+    README-claim check)."""
+    from rubriclab.recorded import Judgment, RecordedPair, RecordedSet, Settings, analyze, publisher_check, write_card
+    from rubriclab.recorded._llmbar import CONTRASTS
+
+    pairs = {str(i): RecordedPair(id=str(i), labels=(("dataset", "1" if i % 3 else "2"),), prompt=f"q{i}",
+                                  output_1="one " * (i + 1), output_2="two\n- a\n- b" if i % 2 else "two")
+             for i in range(12)}
+    right = {("GPT-4", "Vanilla"): 11, ("GPT-4", "Vanilla_NoRules"): 10, ("GPT-4", "Metrics"): 9,
+             ("ChatGPT", "Vanilla"): 9, ("ChatGPT", "Vanilla_NoRules"): 6, ("ChatGPT", "Metrics"): 8}
+    judgments = []
+    for (judge, cond), k in right.items():
+        for i, p in pairs.items():
+            for order in ("original", "swapped"):
+                ok = int(i) < k or (order == "original" and int(i) == k)  # pair k: right in one order only
+                choice = p.label if ok else ("2" if p.label == "1" else "1")
+                first = (choice == "1") == (order == "original")
+                judgments.append(Judgment(pair_id=i, judge=judge, condition=cond, order=order,
+                                          verdict="first" if first else "second"))
+    bar = RecordedSet(name="bar", format="llmbar", path="/somewhere/llmbar_natural", pairs=pairs,
+                      judgments=judgments, provenance="LLMBar (the publisher's files)", license="MIT",
+                      label_rule="the dataset's label", extras={"contrasts": CONTRASTS})
+    res = analyze(bar, Settings(n_boot=200, seed=3))
+    tally = {"kind": "llmbar statistics.json", "summary": "30 of 30 accuracy figures reproduced exactly.",
+             "rows": [{"judge": j, "condition": c, "key": key, "published": "x", "reproduced": "x", "match": True}
+                      for j, c in right for key in ("correct_False", "correct_True", "correct_average",
+                                                    "correct_both", "equal")]}
+    write_card(res, root / "outputs/recorded/bar", tally)
+
+    ppairs = {str(i): RecordedPair(id=str(i), labels=(("a1", lab), ("a2", lab), ("a3", "tie")))
+              for i, lab in enumerate(["1", "2", "tie", "1", "2", "1", "2", "1"])}
+    verdicts = {"gpt-3.5-turbo": ["first", "second", "tie", "first", "first", "none", "second", "first"],
+                "pandalm-7b": ["first", "second", "first", "tie", "second", "first", "first", "first"]}
+    pj = [Judgment(pair_id=str(i), judge=j, condition="published", order="original", verdict=v)
+          for j, vs in verdicts.items() for i, v in enumerate(vs)]
+    panda = RecordedSet(name="panda", format="pandalm", path=str(root / "data/pandalm"), pairs=ppairs, judgments=pj,
+                        provenance="PandaLM (as published)", license="Apache-2.0",
+                        label_rule="label = the majority of the three annotators")
+    pres = analyze(panda, Settings(n_boot=200))
+    write_card(pres, root / "outputs/recorded/panda", publisher_check(panda, pres))
+    return res, pres
+
+
+@pytest.fixture(scope="module")
+def recorded_report(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("recorded_report")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        return _recorded_report(tmp_path)
+
+
+def _recorded_report(tmp_path):
+    _outputs(tmp_path)
+    res, pres = _recorded_outputs(tmp_path)
+    with stage_run("audit", "audit@ds", {}, tmp_path, tags={"models": "local/smollm2-135m",
+                                                            "embedded_model": "True"}):
+        pass
+    with stage_run("recorded", "recorded@bar", {}, tmp_path, tags={"recorded": "True", "embedded_model": "False",
+                                                                   "judges": "ChatGPT, GPT-4"}):
+        pass
+    out = build_report(tmp_path, tmp_path / "outputs/report", tracking_uri=tracking_uri(tmp_path),
+                       experiment="rubriclab", ledger_rows=LEDGER, store="calls.sqlite")
+    html = out["path"].read_text()
+    sections = {s: html.split(f'<section id="{s}"')[1].split("</section>")[0]
+                for s in ("recorded-bar", "recorded-panda")}
+    return out, html, sections, res, pres
+
+
+def test_recorded_sections_come_first_and_only_with_cards(tmp_path):
+    _outputs(tmp_path)
+    _recorded_outputs(tmp_path)
+    ids = [s["id"] for s in collect_sections(tmp_path, LEDGER, "calls.sqlite")]
+    assert ids == ["recorded-bar", "recorded-panda", "audit-ds", "align-demo", "ledger"]
+    kinds = {s["id"]: s for s in collect_sections(tmp_path, LEDGER, "calls.sqlite")}
+    assert kinds["recorded-bar"]["run_name"] == "recorded@bar" and kinds["recorded-bar"]["kind"] == "recorded"
+
+
+def test_recorded_section_names_judges_source_and_is_not_plumbing(recorded_report):
+    out, html, sec, _, _ = recorded_report
+    bar = sec["recorded-bar"]
+    assert "Recorded judges: bar" in bar and "no model was called" in bar
+    assert "Judges: ChatGPT, GPT-4" in bar and "LLMBar (the publisher's files)" in bar and "licence: MIT" in bar
+    assert "recorded@bar" not in out["embedded"] and out["embedded"] == ["audit@ds"]
+    banner = html.split('id="embedded-banner"')[1].split("</div>")[0]
+    assert "Recorded judges: bar" in banner and "not plumbing" in banner
+    models = html.split('id="models"')[1].split("</section>")[0]
+    assert "recorded verdicts of ChatGPT, GPT-4 (no model call)" in models
+    assert "licence: Apache-2.0" in sec["recorded-panda"]
+    assert "<code>data/pandalm</code>" in sec["recorded-panda"]  # the source's path, from the project folder
+
+
+def _fmt(e):
+    return f"{e['value']:.3f} [{e['low']:.3f}, {e['high']:.3f}]"
+
+
+def test_recorded_cells_table_states_intervals(recorded_report):
+    _, _, sec, res, _ = recorded_report
+    bar = sec["recorded-bar"]
+    assert "95% percentile bootstrap over pairs (B=200)" in bar
+    for c in res.cells:
+        row = bar.split(f"<td>{c['judge']}</td>\n<td>{c['condition']}</td>")
+        assert len(row) >= 2, (c["judge"], c["condition"])
+        cells_row = row[-1].split("</tr>")[0]
+        for m in ("accuracy", "accuracy_original", "accuracy_swapped", "positional_agreement", "both_correct"):
+            assert _fmt(c["metrics"][m]) in cells_row, (c["judge"], c["condition"], m)
+    # ChatGPT Vanilla_NoRules: 6 of 12 pairs right in both orders, pair 6 in the original order only
+    m = res.cell("ChatGPT", "Vanilla_NoRules")["metrics"]
+    assert m["accuracy"]["value"] == pytest.approx(6.5 / 12) and m["positional_agreement"]["value"] == pytest.approx(
+        11 / 12)
+
+
+def test_recorded_contrasts_answer_the_question_with_delta_ci_q_and_mde(recorded_report):
+    _, _, sec, res, _ = recorded_report
+    bar = sec["recorded-bar"]
+    assert "The questions: rules, own rubric first" in bar
+    assert "Within ChatGPT and GPT-4" in bar and "<strong>rules</strong>: Vanilla vs Vanilla_NoRules" in bar
+    assert "two presentation orders" in bar and "Benjamini–Hochberg" in bar and "m=4 for accuracy" in bar
+    acc = [r for r in res.contrasts if r["metric"] == "accuracy"]
+    assert len(acc) == 4 and {r["family_size"] for r in acc} == {4}
+    for r in acc:
+        row = bar.split(f"<td>{r['judge']}</td>\n<td>{r['contrast']}: {r['a']} − {r['b']}</td>")[1].split("</tr>")[0]
+        assert f"{r['diff']:+.3f} [{r['low']:+.3f}, {r['high']:+.3f}]" in row
+        assert f"<td>{r['p_adjusted']:.3f}</td>" in row and f"<td>{r['mde']:.3f}</td>" in row
+    # ChatGPT rules: Vanilla 9.5/12 vs Vanilla_NoRules 6.5/12 on the same pairs
+    rules = next(r for r in acc if (r["judge"], r["contrast"]) == ("ChatGPT", "rules"))
+    assert rules["diff"] == pytest.approx(3 / 12) and rules["n_pairs"] == 12
+    found = sum(r["label"] == "difference" for r in acc)
+    assert f"{found} of 4 accuracy contrasts show a difference" in bar
+    consistency = bar.split("Consistency across the two presentation orders")[1].split("</table>")[0]
+    pos = res.cell("GPT-4", "Metrics")["metrics"]["positional_agreement"]
+    assert "Vanilla_NoRules" in consistency and _fmt(pos) in consistency
+    assert "Δ positional agreement" in bar
+
+
+def test_recorded_publisher_checks_and_plot(recorded_report):
+    _, html, sec, _, pres = recorded_report
+    bar, panda = sec["recorded-bar"], sec["recorded-panda"]
+    assert "30 of 30 accuracy figures reproduced exactly." in bar
+    tally = bar.split("Publisher check")[1].split("</table>")[0]
+    assert "<td>30</td>\n<td>30</td>\n<td>6</td>" in tally
+    assert "PandaLM's README says PandaLM-7B reaches 93.75% of GPT-3.5's F1" in panda
+    assert "Rule: label = the majority of the three annotators" in panda and "no verdict counts wrong" in panda
+    f1 = next(r for r in pres.to_dict()["cells"] if r["judge"] == "pandalm-7b")["metrics"]["macro_f1"]["value"]
+    assert f"{f1:.4f}" in panda and "<strong>no</strong>" in panda
+    assert "Agreement among the annotators" in panda
+    for s in (bar, panda):  # one accuracy plot per source, embedded
+        assert s.count('<img src="data:image/png;base64,') == 1 and "accuracy (mean over the presentation" in s
+    assert re.findall(r'src="(?!data:image/png;base64,)', html) == []

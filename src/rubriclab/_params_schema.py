@@ -4,8 +4,8 @@
 (and tests pass partial params), so every field's default (None) is never validated and never filled in.
 Unknown keys are errors that list the allowed ones, except in free-form maps whose keys are user names
 (``data.sources``, ``data.ripd``, ``drift.seed_rubrics``, ``align.rubrics``, ``probe.datasets``,
-``audit.out_of_domain``, ``discover.task_derived.tasks``, a role's ``extra``), where only the values' shapes
-are checked. Every problem becomes one line::
+``audit.out_of_domain``, ``discover.task_derived.tasks``, ``recorded.sources``, a role's ``extra``), where only
+the values' shapes are checked. Every problem becomes one line::
 
     params.yaml: audit.runs: got 'abc'; expected an integer >= 1 (from --set audit.runs=abc)
 
@@ -50,6 +50,7 @@ DPO_DEVICES = ("auto", "cpu", "cuda")
 PROBE_MODELS = ("majority", "nb", "lr", "embed")
 ITEM_FORMATS = ("auto", "healthbench", "researchrubrics")
 PROBE_BALANCE = ("none", "subsample")
+RECORDED_FORMATS = ("llmbar", "pandalm", "table", "mlflow", "store")
 INF_WORDS = ("inf", ".inf", "infinity", "+inf")  # repair.sweep.deltas spellings of ∞ (repair.parse_delta)
 
 
@@ -513,6 +514,48 @@ class Report(Section):
     mlflow_ui: Name | None = None
 
 
+# -- recorded ------------------------------------------------------------------------------------------------------
+ConditionPair = Annotated[list[Name], Field(min_length=2, max_length=2), Expect("[condition a, condition b]")]
+
+
+class RecordedSource(Section):
+    """``recorded.sources.<name>`` (rubriclab.stages.recorded)."""
+
+    path: Name  # a folder (llmbar, pandalm), a file (table), a tracking URI or .db file (mlflow), a call store
+    # (store: a file, a URL, or llm.store for the project's own); shipped:<set> for a set shipped with the package
+    format: _lit(RECORDED_FORMATS)
+    experiment: Name = None  # mlflow: experiment name or id
+    assessments: list[Name] = None  # mlflow: only these assessment names
+    judges: list[Name] = None
+    conditions: list[Name] = None
+    baseline: Name | None = None  # overrides recorded.baseline for this source
+    contrasts: dict[str, ConditionPair] | None = None  # overrides recorded.contrasts
+    contrast_judges: list[Name] | None = None  # overrides recorded.contrast_judges
+    title: Name = None
+    license: Name = None
+    # format store: what the stage judged with
+    pairs: Name = None  # the pairs file (e.g. outputs/data/ripd/<setting>/target_test.parquet)
+    rubrics: dict[str, Name] = None  # condition name: rubric file (file.jsonl#prompt_id for a RIPD line)
+    seed: NonNegInt = None  # presentation seed (default data.seed)
+    samples: PosInt = None
+    both_orders: Bool = None
+    judge_model: Name = None  # overrides llm.roles.judge's model
+    temperature: NonNegNum = None  # overrides llm.roles.judge's temperature
+
+
+class Recorded(Section):
+    sources: dict[str, RecordedSource] = None
+    confidence: Prob = None
+    n_boot: PosInt = None
+    seed: NonNegInt = None
+    alpha: Prob = None
+    power: Prob = None
+    tie_credit: Share = None
+    baseline: Name | None = None
+    contrasts: dict[str, ConditionPair] | None = None  # name: [a, b], Δ = a − b within a judge
+    contrast_judges: list[Name] | None = None
+
+
 class Params(Section):
     llm: Llm = None
     data: Data = None
@@ -524,6 +567,7 @@ class Params(Section):
     align: Align = None
     probe: Probe = None
     report: Report = None
+    recorded: Recorded = None
 
 
 # -- errors as one line --------------------------------------------------------------------------------------------

@@ -203,6 +203,66 @@ def cmd_drift_check(args: argparse.Namespace) -> int:
     return res.exit_code
 
 
+def cmd_recorded(args: argparse.Namespace) -> int:
+    from rubriclab.stages.recorded import run_recorded_stage, summary_lines
+
+    params, project = _load(args)
+    gate = args.name == "gate"
+    name = args.source if gate else args.name
+    if not gate and args.source:
+        print(f"rubriclab recorded: error: unexpected {args.source!r} after the source {args.name!r}; expected one "
+              "source (or `rubriclab recorded gate <source> --judge … --from … --to …`)", file=sys.stderr)
+        return 2
+    if args.path:
+        if not args.format:
+            print("rubriclab recorded: error: --path needs --format (llmbar, pandalm, table, mlflow)", file=sys.stderr)
+            return 2
+        shipped = args.path.startswith("shipped:")
+        name = name or (args.path.removeprefix("shipped:") if shipped else Path(args.path).stem) or "adhoc"
+        spec = {"path": args.path if shipped else str(Path(args.path).resolve()), "format": args.format}
+        if args.experiment:
+            spec["experiment"] = args.experiment
+        if args.baseline:
+            spec["baseline"] = args.baseline
+        params = {**params, "recorded": {**(params.get("recorded") or {}),
+                                         "sources": {**((params.get("recorded") or {}).get("sources") or {}),
+                                                     name: spec}}}
+    if not name:
+        sources = sorted((params.get("recorded") or {}).get("sources") or {})
+        print("rubriclab recorded: error: name a source (" + (", ".join(sources) or "none in params.yaml")
+              + ") or give --path and --format", file=sys.stderr)
+        return 2
+    if gate:
+        return _recorded_gate(args, params, project, name)
+    out_dir = Path(args.out) if args.out else project / "outputs/recorded_cli" / name
+    res = run_recorded_stage(params, project, name, out_dir=out_dir, track=not args.no_track)
+    print("\n".join(summary_lines(res)))
+    print(f"card: {res['out'] / 'card.md'}")
+    return 0
+
+
+def _recorded_gate(args: argparse.Namespace, params: dict, project: Path, name: str) -> int:
+    from rubriclab.stages.recorded import run_recorded_gate
+
+    missing = [opt for opt, v in (("--judge", args.judge), ("--from", args.from_), ("--to", args.to)) if not v]
+    if missing:
+        print(f"rubriclab recorded gate: error: {', '.join(missing)} required (the two sides: --judge J --from "
+              "CONDITION --to CONDITION, or --to-judge J2 for a second judge)", file=sys.stderr)
+        return 2
+    runs = run_recorded_gate(params, project, name, judge=args.judge, from_condition=args.from_, to_condition=args.to,
+                             to_judge=args.to_judge, order=args.order, bench=args.bench, epsilon=args.epsilon,
+                             out_dir=Path(args.out) if args.out else None)
+    cols = ["domain", "role", "n", "n_failed_either", "agreement_old", "agreement_new", "diff", "ci_low", "ci_high",
+            "q_value", "mde", "verdict"]
+    for run in runs:
+        res = run["result"]
+        print(f"{res.old['name']} -> {res.new['name']} ({run['order']} order)")
+        print(res.domains[cols].round(3).to_string(index=False))
+        print(f"\n{res.verdict}")
+        print(f"report: {run['paths']['report.md']}\n")
+    return max(run["result"].exit_code for run in runs)
+
+
 def cmd_calls(args: argparse.Namespace) -> int:
     from rubriclab.llm import open_store, store_location
     from rubriclab.reporting import format_ledger
@@ -386,6 +446,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5000)
     p.set_defaults(func=cmd_ui)
+
+    p = sub.add_parser("recorded", help="audit recorded verdicts of real judges without a model call (published "
+                                        "files, a table, MLflow traces, the call store): the card of the `recorded` "
+                                        "stage; `recorded gate`: the drift gate between two of a source's sides")
+    _common(p)
+    p.add_argument("name", nargs="?", default=None, help="a source under recorded.sources (or the name of --path); "
+                                                         "`gate` followed by a source runs the drift gate between "
+                                                         "two of its sides per domain")
+    p.add_argument("source", nargs="?", default=None, help="after `gate`: the source")
+    p.add_argument("--path", default=None, help="an ad-hoc source: a folder (llmbar, pandalm), a table file, a "
+                                                "tracking URI / .db file (mlflow), or shipped:llmbar_natural / "
+                                                "shipped:pandalm (the sets shipped with the package)")
+    p.add_argument("--format", default=None, choices=["llmbar", "pandalm", "table", "mlflow"],
+                   help="the layout of --path")
+    p.add_argument("--experiment", default=None, help="mlflow: the experiment name or id")
+    p.add_argument("--baseline", default=None, help="a condition compared with each other one within a judge")
+    p.add_argument("--out", default=None, help="output folder (default: outputs/recorded_cli/<name>, for a gate "
+                                               "outputs/recorded_cli/<name>/gate; the DVC stage alone writes "
+                                               "outputs/recorded/<name>)")
+    p.add_argument("--no-track", action="store_true", help="do not log an MLflow run")
+    g = p.add_argument_group("gate", "`rubriclab recorded gate <source> --judge J --from C1 --to C2`: the drift gate "
+                                     "(as `drift check`, on recorded verdicts: no model call) per domain; exit 1 when "
+                                     "it flags")
+    g.add_argument("--judge", default=None, help="the judge of the old side (and of the new one without --to-judge)")
+    g.add_argument("--from", dest="from_", default=None, metavar="CONDITION", help="the old side's condition")
+    g.add_argument("--to", default=None, metavar="CONDITION", help="the new side's condition")
+    g.add_argument("--to-judge", default=None, help="the new side's judge (default: --judge)")
+    g.add_argument("--order", default="original", choices=["original", "swapped", "both"],
+                   help="the presentation order compared (both: one gate per order)")
+    g.add_argument("--bench", default=None, help="the benchmark domain (a drop elsewhere while it is preserved is "
+                                                 "directional drift)")
+    g.add_argument("--epsilon", type=float, default=None, help="benchmark tolerance (default drift.gate.epsilon, "
+                                                               "0.05)")
+    p.set_defaults(func=cmd_recorded)
 
     p = sub.add_parser("calls", help="calls, tokens, cost, cache hits and failures per stage and role")
     _common(p)

@@ -15,6 +15,8 @@ DEFAULT_UI = "http://127.0.0.1:5000"
 
 
 def _models(tags: dict[str, str]) -> str:
+    if tags.get("recorded") == "True":  # a recorded-judges run: real judges' published verdicts, no call
+        return f"recorded verdicts of {tags.get('judges') or '—'} (no model call)"
     return tags.get("models") or tags.get("judge_models") or "—"
 
 
@@ -34,7 +36,8 @@ def build_report(project: Path, out_dir: Path, *, tracking_uri: str, experiment:
     html = render_report(sections, {
         "project_name": project.name, "commit": commit[:12], "tracking_uri": tracking_uri, "experiment": experiment,
         "made_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "embedded": embedded,
-        "model_rows": model_rows})
+        "model_rows": model_rows, "recorded": [s["title"] for s in sections if s["kind"] == "recorded"
+                                               and not (s["run"] or {}).get("tags", {}).get("embedded_model") == "True"]})
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "index.html"
     write_text(path, html)

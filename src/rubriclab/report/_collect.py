@@ -1,5 +1,6 @@
 """What the report shows: each stage's own outputs (its summary or card, which carry every interval's method,
-level and n), its figures, the figures drawn here from the audit card, and the call ledger."""
+level and n), its figures, the figures drawn here from the audit card, the recorded judges' cards (``_recorded``),
+and the call ledger."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Any
 import pandas as pd
 
 from rubriclab.report._figures import card_scatter
+from rubriclab.report._recorded import recorded_sections
 
-SECTION_ORDER = ("audit", "repair", "drift", "drift_check", "probe", "align", "ledger")
+SECTION_ORDER = ("recorded", "audit", "repair", "drift", "drift_check", "probe", "align", "ledger")
 
 
 def _md(path: Path, demote: int = 1) -> str:
@@ -152,6 +154,7 @@ def ledger_section(rows: list[dict[str, Any]], store: str) -> dict[str, Any]:
 
 
 def collect_sections(project: Path, ledger_rows: list[dict[str, Any]], store: str) -> list[dict[str, Any]]:
-    """Every section whose stage produced outputs, in pipeline order, then the ledger."""
-    return [*audit_sections(project), *repair_sections(project), *drift_sections(project),
+    """Every section whose stage produced outputs: the recorded judges first (real judges' findings), then the
+    pipeline's stages in order, then the ledger."""
+    return [*recorded_sections(project), *audit_sections(project), *repair_sections(project), *drift_sections(project),
             *probe_sections(project), *align_sections(project), ledger_section(ledger_rows, store)]

@@ -1,5 +1,6 @@
 """Figures the stages do not draw themselves: from the audit card, applicability in vs out of domain and
-reliability vs adversarial robustness per rubric source, each point with its interval."""
+reliability vs adversarial robustness per rubric source; from a recorded-judges card, accuracy per condition and
+judge; each point with its interval."""
 
 from __future__ import annotations
 
@@ -59,5 +60,49 @@ def card_scatter(card: dict[str, Any], x: str, y: str, xlabel: str, ylabel: str,
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue(), missing
+
+
+def accuracy_by_condition(cells: list[dict[str, Any]], level: float = 0.95,
+                          metric: str = "accuracy") -> tuple[bytes | None, list[str]]:
+    """PNG bytes of a recorded card's ``metric`` per condition (x) and judge (one series each, error bars = the
+    card's intervals), and the ``judge · condition`` cells left out (no value)."""
+    points: dict[str, dict[str, tuple[float, float, float]]] = {}
+    missing = []
+    for c in cells:
+        v = _cell({"x": c.get("metrics") or {}}, "x", metric)
+        if v is None:
+            missing.append(f"{c['judge']} · {c['condition']}")
+        else:
+            points.setdefault(c["judge"], {})[c["condition"]] = v
+    if not points:
+        return None, missing
+    conditions = sorted({cond for per in points.values() for cond in per})
+    judges = sorted(points)
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(max(5.6, 0.6 * len(conditions) + 2.5), 4.4))
+    width = 0.7 / max(len(judges), 1)
+    for k, judge in enumerate(judges):
+        xs, ys, lo, hi = [], [], [], []
+        for i, cond in enumerate(conditions):
+            if cond in points[judge]:
+                v, low, high = points[judge][cond]
+                xs.append(i - 0.35 + width * (k + 0.5))
+                ys.append(v)
+                lo.append(v - low)
+                hi.append(high - v)
+        ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", ms=4, capsize=2, lw=1, label=judge)
+    ax.set_xlim(-0.6, len(conditions) - 0.4)
+    ax.set_xticks(range(len(conditions)))
+    ax.set_xticklabels(conditions, rotation=40 if len(conditions) > 3 else 0, ha="right" if len(conditions) > 3
+                       else "center", fontsize=8)
+    ax.set_ylabel(f"{metric.replace('_', ' ')} ({level:.0%} interval)")
+    ax.set_ylim(0.0, 1.0)
+    ax.grid(axis="y", lw=0.3)
+    ax.legend(fontsize=7, ncol=min(len(judges), 6), loc="lower left")
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
     return buf.getvalue(), missing

@@ -1,5 +1,9 @@
 """DVC stage `report` (last): one self-contained HTML page, ``outputs/report/index.html``, with every stage's
-numbers, figures, the models behind them, links to their MLflow runs and the call ledger; logged to MLflow."""
+numbers, figures, the models behind them, links to their MLflow runs and the call ledger; logged to MLflow.
+
+Reads (its DVC deps): ``outputs/recorded/<name>/{card.json,comparisons.csv}`` (one "Recorded judges" section per
+``recorded@<name>``, first), ``outputs/audit``, ``outputs/repair``, ``outputs/drift`` (and ``outputs/drift_check``
+when the gate ran), ``outputs/probe``, ``outputs/align``; the MLflow store and the call store at report time."""
 
 from __future__ import annotations
 

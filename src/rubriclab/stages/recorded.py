@@ -1,0 +1,225 @@
+"""DVC stage `recorded@<name>`: audit a source of recorded judgments (``recorded.sources.<name>`` in params.yaml)
+without a model call. Reads the source (LLMBar's or PandaLM's published files, a long table, MLflow traces),
+analyses it (``rubriclab.recorded.analyze``), checks the publisher's own figures where it printed some, writes the
+card into ``outputs/recorded/<name>/`` and ``metrics/recorded/<name>.json``, and logs one MLflow run
+(``recorded@<name>``) with a nested run per judge × condition so the MLflow UI compares them side by side.
+
+params.yaml::
+
+    recorded:
+      confidence: 0.95     # interval level
+      n_boot: 2000         # bootstrap resamples (pairs)
+      seed: 0
+      alpha: 0.05          # BH level of each comparison family
+      power: 0.8           # for the MDE
+      tie_credit: 0.0      # credit of a tie verdict when the label is not a tie
+      baseline: null       # a condition compared with each other one within a judge (null: every pair)
+      contrasts: null      # {name: [a, b]}: Δ = a − b within each judge, one BH family per metric (null: the
+                           # importer's own, e.g. LLMBar's rules: [Vanilla, Vanilla_NoRules], own rubric first:
+                           # [Metrics, Vanilla]; {}: none)
+      contrast_judges: null  # the judges the contrasts are drawn for (null: every judge)
+      sources:
+        <name>: {path: ... (or shipped:llmbar_natural / shipped:pandalm), format: llmbar|pandalm|table|mlflow|store,
+                 experiment: (mlflow), baseline, contrasts, contrast_judges: (override the above), ...}
+        # format store: a stage's own judgments read back from the call store (path: llm.store), found by
+        # rebuilding its requests: pairs: <pairs file>, rubrics: {name: <rubric file>}, seed, samples,
+        # both_orders, judge_model / temperature (over llm.roles.judge) — all as the stage judged
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+from rubriclab import atomic
+from rubriclab.config import find_project_dir, get, load_params
+from rubriclab.errors import ConfigError
+from rubriclab.recorded import (
+    CELL_METRICS,
+    RecordedAnalysis,
+    RecordedSet,
+    Settings,
+    analyze,
+    publisher_check,
+    read_source,
+    write_card,
+)
+from rubriclab.stages import run_stage
+from rubriclab.tracking import stage_run, write_metrics_json
+
+SETTINGS_KEYS = ("confidence", "n_boot", "seed", "alpha", "power", "tie_credit", "baseline", "contrasts",
+                 "contrast_judges")
+SOURCE_SETTINGS = ("baseline", "contrasts", "contrast_judges")  # a source's own value replaces recorded.<key>
+SUMMARY_METRICS = ("accuracy", "accuracy_original", "accuracy_swapped", "both_correct", "positional_agreement",
+                   "first_position_rate", "kappa", "macro_f1")
+
+
+def settings_from_params(params: dict[str, Any], name: str) -> Settings:
+    """``recorded.*`` (and the source's own ``baseline``, ``contrasts``, ``contrast_judges``) as analysis
+    Settings; ``contrasts`` is ``{name: [a, b]}`` (Δ = a − b)."""
+    cfg = dict(get(params, "recorded", {}) or {})
+    spec = (cfg.get("sources") or {}).get(name) or {}
+    kw: dict[str, Any] = {k: cfg[k] for k in SETTINGS_KEYS if cfg.get(k) is not None}
+    if isinstance(spec, dict):
+        kw.update({k: spec[k] for k in SOURCE_SETTINGS if spec.get(k) is not None})
+    if "contrasts" in kw:
+        given = kw["contrasts"]
+        if not isinstance(given, dict):
+            raise ConfigError(f"params.yaml: recorded contrasts: got {given!r}; expected a mapping name: [a, b]")
+        kw["contrasts"] = tuple((str(n), *ab) if isinstance(ab, (list, tuple)) else (n, ab) for n, ab in given.items())
+    if "contrast_judges" in kw:
+        kw["contrast_judges"] = tuple(kw["contrast_judges"])
+    return Settings(**kw)
+
+
+def source_spec(params: dict[str, Any], name: str) -> dict[str, Any]:
+    sources = get(params, "recorded.sources", None) or {}
+    if name not in sources:
+        raise ConfigError(f"params.yaml: recorded.sources has no {name!r}; configured: "
+                          f"{', '.join(sorted(sources)) or '(none)'}")
+    return dict(sources[name])
+
+
+def stage_metrics(rs: RecordedSet, analysis: RecordedAnalysis, publisher: dict[str, Any] | None) -> dict[str, Any]:
+    """What ``metrics/recorded/<name>.json`` holds: counts, per judge × condition the headline metrics with their
+    interval bounds and n, agreement, the publisher check's tally, and model_calls = 0."""
+    cells: dict[str, Any] = {}
+    for c in analysis.cells:
+        row: dict[str, Any] = {"n_pairs": c["n_pairs"], "n_none": c["n_none"], "n_tie": c["n_tie"]}
+        for m in SUMMARY_METRICS:
+            e = c["metrics"].get(m) or {}
+            row[m] = e.get("value")
+            if e.get("low") is not None:
+                row[f"{m}_low"], row[f"{m}_high"] = e["low"], e["high"]
+        cells.setdefault(c["judge"], {})[c["condition"]] = row
+    out: dict[str, Any] = {"source": rs.name, "format": rs.format, "model_calls": 0, "counts": analysis.counts,
+                           "cells": cells,
+                           "comparisons": {"n": len(analysis.comparisons),
+                                           "differences": sum(r.get("label") == "difference"
+                                                              for r in analysis.comparisons)},
+                           "contrasts": {f"{r['judge']} · {r['contrast']} · {r['metric']}": {
+                               k: r.get(k) for k in ("diff", "low", "high", "p_adjusted", "mde", "n_pairs")}
+                               for r in analysis.contrasts},
+                           "judge_alpha": {r["condition"]: r["krippendorff_alpha"]["value"]
+                                           for r in analysis.judge_agreement}}
+    if analysis.annotator_agreement:
+        a = analysis.annotator_agreement
+        out["annotator_alpha"] = a["krippendorff_alpha"]["value"]
+        out["annotator_fleiss_kappa"] = a["fleiss_kappa"]["value"]
+    if publisher:
+        rows = publisher["rows"]
+        if "match" in (rows[0] if rows else {}):
+            out["publisher_check"] = {"figures": len(rows), "reproduced": sum(bool(r["match"]) for r in rows)}
+        else:
+            out["publisher_check"] = {r["metric"]: r["ratio"] for r in rows}
+    return out
+
+
+def _finite(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _track(rs: RecordedSet, analysis: RecordedAnalysis, params: dict[str, Any], project: Path,
+           paths: dict[str, Path], metrics: dict[str, Any]) -> str:
+    tags = {"source": rs.name, "format": rs.format, "judges": ", ".join(rs.judges),
+            "conditions": ", ".join(rs.conditions), "provenance": rs.provenance, "model_calls": "0",
+            "embedded_model": str(any(j.startswith("local/") for j in rs.judges)), "recorded": "True"}
+    with stage_run("recorded", f"recorded@{rs.name}", params, project,
+                   experiment=get(params, "tracking.experiment", "rubriclab"), tags=tags) as run:
+        run.log_metrics({"model_calls": 0, **{k: v for k, v in metrics["counts"].items() if _finite(v)}})
+        for path in paths.values():
+            run.log_artifact(path)
+        for c in analysis.cells:
+            child_params = {"judge": c["judge"], "condition": c["condition"], "source": rs.name, "format": rs.format}
+            with run.trial(f"{c['judge']} · {c['condition']}", child_params) as child:
+                child.set_tags({"judge": c["judge"], "condition": c["condition"], "source": rs.name})
+                values: dict[str, Any] = {"n_pairs": c["n_pairs"], "n_none": c["n_none"], "n_tie": c["n_tie"]}
+                for m in CELL_METRICS:
+                    e = c["metrics"].get(m) or {}
+                    if e.get("value") is not None:
+                        values[m] = e["value"]
+                        if e.get("low") is not None:
+                            values[f"{m}_low"], values[f"{m}_high"] = e["low"], e["high"]
+                child.log_metrics(values)
+        return run.run_id
+
+
+def run_recorded_stage(params: dict[str, Any], project: Path, name: str, *, out_dir: Path | None = None,
+                       track: bool = True) -> dict[str, Any]:
+    """Audit ``recorded.sources.<name>``; writes ``outputs/recorded/<name>/`` and ``metrics/recorded/<name>.json``
+    (an ad-hoc run with ``out_dir`` writes only that folder). Returns the set, analysis, publisher check, paths,
+    metrics and MLflow run id."""
+    spec = source_spec(params, name)
+    settings = settings_from_params(params, name)
+    rs = read_source(spec, project, name, params)
+    analysis = analyze(rs, settings)
+    publisher = publisher_check(rs, analysis)
+    out = Path(out_dir) if out_dir else project / "outputs/recorded" / name
+    paths = write_card(analysis, out, publisher)
+    paths["judgments.parquet"] = atomic.write_parquet(rs.frame(), out / "judgments.parquet", index=False)
+    metrics = stage_metrics(rs, analysis, publisher)
+    if out_dir is None:
+        paths["metrics"] = write_metrics_json(project / "metrics/recorded" / f"{name}.json", metrics)
+    run_id = _track(rs, analysis, params, project, {k: v for k, v in paths.items() if k != "metrics"},
+                    metrics) if track else None
+    return {"set": rs, "analysis": analysis, "publisher": publisher, "paths": paths, "metrics": metrics,
+            "out": out, "run_id": run_id}
+
+
+def run_recorded_gate(params: dict[str, Any], project: Path, name: str, *, judge: str, from_condition: str,
+                      to_condition: str, to_judge: str | None = None, order: str = "original",
+                      bench: str | None = None, epsilon: float | None = None,
+                      out_dir: Path | None = None) -> list[dict[str, Any]]:
+    """The drift gate per domain between two sides of ``recorded.sources.<name>`` (``rubriclab.recorded.
+    recorded_gate``), once per presentation order asked (``order``: original, swapped or both); each report into
+    ``out_dir`` (default ``outputs/recorded_cli/<name>/gate``)/``<order>``. Returns ``[{"order", "result", "paths"}]``."""
+    from rubriclab.drift import write_gate_report
+    from rubriclab.recorded import recorded_gate
+
+    spec = source_spec(params, name)
+    s = settings_from_params(params, name)
+    rs = read_source(spec, project, name, params)
+    eps = float(epsilon if epsilon is not None else get(params, "drift.gate.epsilon", 0.05) or 0.05)
+    orders = ["original", "swapped"] if order == "both" else [order]
+    base = Path(out_dir) if out_dir else project / "outputs/recorded_cli" / name / "gate"
+    out = []
+    for o in orders:
+        res = recorded_gate(rs, judge=judge, from_condition=from_condition, to_condition=to_condition,
+                            to_judge=to_judge, order=o, bench_domain=bench, alpha=s.alpha, power=s.power,
+                            n_boot=s.n_boot, confidence=s.confidence, tie_credit=s.tie_credit, epsilon=eps,
+                            seed=s.seed)
+        paths = write_gate_report(res, base / o if len(orders) > 1 else base)
+        out.append({"order": o, "result": res, "paths": paths})
+    return out
+
+
+def summary_lines(res: dict[str, Any]) -> list[str]:
+    """A few lines for the terminal: accuracy per judge × condition and the publisher check."""
+    a: RecordedAnalysis = res["analysis"]
+    lines = [f"{a.source['name']}: {a.counts['pairs']} pairs, {a.counts['judgments']} judgments "
+             f"({a.counts['verdict_none']} none), {len(a.cells)} judge × condition cells, 0 model calls"]
+    for c in a.cells:
+        e = c["metrics"]["accuracy"]
+        if e.get("value") is not None:
+            ci = f" [{e['low']:.3f}, {e['high']:.3f}]" if e.get("low") is not None else ""
+            lines.append(f"  {c['judge']:<16} {c['condition']:<26} accuracy {e['value']:.3f}{ci} n={e['n']}")
+    if res.get("publisher"):
+        lines.append(res["publisher"]["summary"])
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rubriclab.stages.recorded")
+    ap.add_argument("name", help="a source under recorded.sources")
+    args = ap.parse_args(argv)
+    project = find_project_dir()
+    res = run_recorded_stage(load_params(project / "params.yaml"), project, args.name)
+    print("\n".join(summary_lines(res)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_stage(main, "recorded"))
