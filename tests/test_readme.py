@@ -47,6 +47,8 @@ SMALL = {
     # align trains the embedded policy on the CPU: one regime, two pairs per domain, one best-of-1 prompt
     "align.regimes": ["target"], "align.label.pairs": 2, "align.evaluate.prompts": 1, "align.evaluate.n": 1,
     "align.evaluate.max_new_tokens": 8,
+    # the recorded-verdicts stages (no model call): fewer bootstrap resamples
+    "recorded.n_boot": 100,
 }
 
 
@@ -153,7 +155,7 @@ def _git(cwd: Path, *args: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(840)
 def test_real_models_block_runs_verbatim_from_a_shell_without_the_venv(tmp_path):
     _require_venv()
     block = real_models_block()
@@ -186,7 +188,7 @@ def test_real_models_block_runs_verbatim_from_a_shell_without_the_venv(tmp_path)
         }
         t0 = time.monotonic()
         run = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=project, env=env,
-                             capture_output=True, text=True, timeout=540)
+                             capture_output=True, text=True, timeout=780)
         wall = time.monotonic() - t0
         served = server.stats()
     log = f"--- stdout\n{run.stdout[-6000:]}\n--- stderr\n{run.stderr[-6000:]}"
