@@ -29,8 +29,18 @@ def main() -> int:
     runs = [r for r in client.search_runs([exp.experiment_id], order_by=["attributes.start_time DESC"],
                                           max_results=500)
             if "mlflow.parentRunId" not in r.data.tags and r.data.tags.get("stage")]
+    # the comparison shows runs that differ in something that matters: real judges × prompting conditions from the
+    # recorded-verdicts stage (nested runs of recorded@llmbar_natural); else two audit runs
+    recorded = [r for r in runs if r.data.tags.get("stage") == "recorded" and r.data.tags.get("format") == "llmbar"]
+    cells = []
+    if recorded:
+        children = client.search_runs([exp.experiment_id], max_results=500,
+                                      filter_string=f"tags.mlflow.parentRunId = '{recorded[0].info.run_id}'")
+        wanted = [(j, c) for j in ("GPT-4", "ChatGPT") for c in ("Vanilla_NoRules", "Vanilla", "Metrics")]
+        by_cell = {(r.data.tags.get("judge"), r.data.tags.get("condition")): r for r in children}
+        cells = [by_cell[w] for w in wanted if w in by_cell]
     audits = [r for r in runs if r.data.tags.get("stage") == "audit"]
-    pair = audits[:2] if len(audits) >= 2 else runs[:2]
+    pair = cells if len(cells) >= 2 else (audits[:2] if len(audits) >= 2 else runs[:2])
     with browser(1400, 1800) as driver:
         driver.get(report.as_uri())
         wait_for_text(driver, "Call ledger")

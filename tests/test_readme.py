@@ -230,7 +230,7 @@ def test_real_models_block_runs_verbatim_from_a_shell_without_the_venv(tmp_path)
 STAGE = "drift@demo"
 
 
-def _git(*args: str, cwd: Path) -> str:
+def _git_out(*args: str, cwd: Path) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
 
 
@@ -248,5 +248,5 @@ def test_a_fresh_clone_reproduces_the_committed_lock_and_metrics_of_a_model_stag
                           text=True, timeout=840)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"Running stage '{STAGE}'" in proc.stdout  # it ran, it was not taken from a cache
-    changed = _git("status", "--porcelain", "--untracked-files=no", cwd=clone)
-    assert changed == "", f"a fresh {STAGE} differs from the commit:\n{changed}\n" + _git("diff", cwd=clone)[-4000:]
+    changed = _git_out("status", "--porcelain", "--untracked-files=no", cwd=clone)
+    assert changed == "", f"a fresh {STAGE} differs from the commit:\n{changed}\n" + _git_out("diff", cwd=clone)[-4000:]
