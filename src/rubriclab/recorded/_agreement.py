@@ -7,6 +7,7 @@ Conventions: categories are strings; ``none`` (no verdict) is a category of its 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,17 +17,17 @@ from rubriclab.errors import InputError
 
 
 def confusion(y1: Sequence[Any], y2: Sequence[Any], labels: Sequence[Any] | None = None) -> tuple[np.ndarray, list]:
-    """Counts ``C[i, k] = #{y1 = labels[i], y2 = labels[k]}``; ``labels`` default: the sorted union."""
+    """Counts ``C[i, k] = #{y1 = labels[i], y2 = labels[k]}`` (``sklearn.metrics.confusion_matrix``; values outside
+    ``labels`` are not counted); ``labels`` default: the sorted union."""
+    from sklearn.metrics import confusion_matrix
+
     a, b = np.asarray(y1, dtype=object), np.asarray(y2, dtype=object)
     if a.shape != b.shape or a.ndim != 1:
         raise InputError(f"shapes {a.shape} and {b.shape}", field="y1, y2", expected="two 1-D sequences of one length")
     cats = sorted(set(a.tolist()) | set(b.tolist()), key=str) if labels is None else list(labels)
-    index = {c: i for i, c in enumerate(cats)}
-    out = np.zeros((len(cats), len(cats)), dtype=np.int64)
-    for x, y in zip(a.tolist(), b.tolist(), strict=True):
-        if x in index and y in index:
-            out[index[x], index[y]] += 1
-    return out, cats
+    if not len(a) or not cats:
+        return np.zeros((len(cats), len(cats)), dtype=np.int64), cats
+    return confusion_matrix(a, b, labels=np.asarray(cats, dtype=object)).astype(np.int64), cats
 
 
 def kappa_from_confusion(cm: np.ndarray) -> float:
@@ -51,11 +52,19 @@ def kappa_batch(cm: np.ndarray) -> np.ndarray:
 
 
 def cohen_kappa(y1: Sequence[Any], y2: Sequence[Any]) -> float:
-    """Cohen's κ between two raters' categorical values (equal to ``sklearn.metrics.cohen_kappa_score``)."""
-    a, b = list(y1), list(y2)
-    cats = sorted(set(a) | set(b), key=lambda x: (type(x).__name__, x))
-    cm, _ = confusion(a, b, cats)
-    return kappa_from_confusion(cm)
+    """Cohen's κ between two raters' categorical values: ``sklearn.metrics.cohen_kappa_score``, NaN (not a warning)
+    where it is undefined (both raters used one category). ``kappa_batch`` is the same formula over bootstrap
+    resamples."""
+    from sklearn.metrics import cohen_kappa_score
+
+    a, b = np.asarray(list(y1), dtype=object), np.asarray(list(y2), dtype=object)
+    if a.shape != b.shape or a.ndim != 1:
+        raise InputError(f"shapes {a.shape} and {b.shape}", field="y1, y2", expected="two 1-D sequences of one length")
+    if not len(a):
+        return float("nan")
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(cohen_kappa_score(a.astype(str), b.astype(str)))
 
 
 def macro_prf_from_confusion(cm: np.ndarray, class_index: Sequence[int]) -> dict[str, Any]:
