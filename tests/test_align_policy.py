@@ -78,3 +78,23 @@ def test_trainer_accepts_the_converted_checkpoint(embedded, tmp_path):
                           "rejected": "No."}] * 2)
     res = train_dpo(embedded, rows, DPOSettings(max_steps=1, batch_size=2, max_length=48, warmup_ratio=0.0), tmp_path / "a")
     assert res["steps"] == 1 and (tmp_path / "a/adapter_config.json").exists()
+
+
+def test_a_saved_adapter_names_its_base_model_relative_to_the_project(embedded, tmp_path, monkeypatch):
+    """PEFT writes the base model's absolute path into adapter_config.json and the model card, and the trainer
+    pickles its absolute output folder: a clone elsewhere would write other bytes (and dvc.lock would change)."""
+    monkeypatch.chdir(Path(embedded).parent)  # stands in for the project root holding the converted model
+    rows = pd.DataFrame([{"prompt": "How do I boil an egg?", "chosen": "Boil it for nine minutes.",
+                          "rejected": "No."}] * 2)
+    train_dpo(embedded, rows, DPOSettings(max_steps=1, batch_size=2, max_length=48, warmup_ratio=0.0), tmp_path / "a")
+    folder = tmp_path / "a"
+    absolute = str(Path(embedded).resolve())
+    for f in folder.iterdir():
+        if f.suffix in (".json", ".md"):
+            assert absolute not in f.read_text(), f.name
+            assert str(tmp_path) not in f.read_text(), f.name
+    cfg = json.loads((folder / "adapter_config.json").read_text())
+    assert cfg["base_model_name_or_path"] == Path(embedded).resolve().relative_to(Path.cwd().resolve()).as_posix()
+    assert cfg["target_modules"] == sorted(cfg["target_modules"])
+    assert not (folder / "training_args.bin").exists()
+    assert json.loads((folder / "training_args.json").read_text())["beta"] == 0.1

@@ -40,17 +40,10 @@ def load_params(path: str | Path | None = None, overrides: list[str] | None = No
     for item in overrides or []:
         set_dotted(params, item)
     from rubriclab._params_schema import validate_params
+    from rubriclab.paths import display_path
 
-    validate_params(params, _display(path), list(overrides or []))
+    validate_params(params, display_path(path), list(overrides or []))
     return params
-
-
-def _display(path: Path) -> str:
-    """``path`` as the user would type it: relative to the working folder when it is under it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(path)
 
 
 def set_dotted(params: dict[str, Any], assignment: str) -> None:

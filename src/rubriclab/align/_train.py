@@ -7,6 +7,7 @@ table; the adapter (LoRA) or the full model is saved to ``out_dir``.
 
 from __future__ import annotations
 
+import json
 import math
 import shutil
 import time
@@ -20,6 +21,7 @@ import pandas as pd
 
 from rubriclab.align._policy import chat_prompt, load_policy, load_tokenizer, pick_device, require_align
 from rubriclab.errors import ConfigError, InputError
+from rubriclab.paths import display_path
 
 LOSS_TYPES = ("sigmoid", "ipo", "hinge", "robust")
 MODES = ("lora", "full")
@@ -175,6 +177,7 @@ def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: s
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     trainer.save_model(str(tmp))
+    portable_checkpoint(tmp, source, config)
     shutil.rmtree(out_dir, ignore_errors=True)
     tmp.rename(out_dir)  # a killed run never leaves half an adapter under the output name
     shutil.rmtree(work, ignore_errors=True)
@@ -182,6 +185,30 @@ def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: s
     done = int(trainer.state.global_step)
     return {"history": frame, "out_dir": out_dir, "steps": done, "seconds": seconds,
             "seconds_per_step": seconds / max(done, 1), "device": device, "n_pairs": len(dataset)}
+
+
+def portable_checkpoint(folder: Path, source: str, config: Any) -> None:
+    """Make a saved checkpoint the same bytes in any clone: the base model's absolute path (PEFT writes it into
+    ``adapter_config.json`` and the model card) becomes the path relative to the working folder; LoRA
+    ``target_modules`` (a set, in hash order) are sorted; ``training_args.bin`` (a pickle holding the
+    absolute output folder) is replaced by ``training_args.json`` without the folder paths."""
+    shown = display_path(source) if Path(source).exists() else source
+    absolute = {str(source), str(Path(source).resolve())} - {shown} if Path(source).exists() else set()
+    for path in [*folder.glob("*.json"), *folder.glob("*.md")]:
+        text = path.read_text(encoding="utf-8")
+        for a in sorted(absolute, key=len, reverse=True):
+            text = text.replace(a, shown)
+        if path.name == "adapter_config.json":
+            cfg = json.loads(text)
+            if isinstance(cfg.get("target_modules"), list):
+                cfg["target_modules"] = sorted(cfg["target_modules"])
+            text = json.dumps(cfg, indent=2, sort_keys=True) + "\n"
+        path.write_text(text, encoding="utf-8")
+    (folder / "training_args.bin").unlink(missing_ok=True)
+    args = json.loads(config.to_json_string())
+    for key in ("output_dir", "logging_dir"):
+        args.pop(key, None)
+    (folder / "training_args.json").write_text(json.dumps(args, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def sequence_logprobs(model: Any, tokenizer: Any, prompts: Sequence[str], responses: Sequence[str],

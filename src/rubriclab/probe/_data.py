@@ -39,6 +39,7 @@ import pandas as pd
 from rubriclab.data._io import _jsonl_rows
 from rubriclab.data._parsers import render_messages
 from rubriclab.errors import ConfigError, InputError
+from rubriclab.paths import display_path
 
 RUBRIC_ITEM_COLUMNS = [
     "item_id",
@@ -334,7 +335,7 @@ def load_rubric_items(
                 }
             )
     df = _frame(out)
-    df.attrs.update(format=used_fmt, file=str(path), n_records=len(parsed), drops=dict(drops))
+    df.attrs.update(format=used_fmt, file=display_path(path), n_records=len(parsed), drops=dict(drops))
     return df
 
 

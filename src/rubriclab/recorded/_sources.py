@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab.errors import ConfigError
+from rubriclab.paths import display_path
 from rubriclab.recorded._llmbar import read_llmbar
 from rubriclab.recorded._mlflow import read_mlflow
 from rubriclab.recorded._pandalm import read_pandalm
@@ -57,20 +58,10 @@ def _store_source(spec: dict[str, Any], project: Path, name: str, params: dict[s
         rubrics[str(cond)] = load_pairwise_rubric(resolve_path(file, project), prompt_id or None)
     seed = spec.get("seed")
     seed = int(((params.get("data") or {}).get("seed")) or 0) if seed is None else int(seed)
-    display = loc if "://" in loc else (Path(loc).relative_to(project).as_posix() if Path(loc).is_relative_to(project)
-                                        else loc)
+    display = display_path(loc, project)
     return read_store(loc, read_pairs(resolve_path(str(spec["pairs"]), project)), rubrics, judge, seed=seed,
                       samples=int(spec.get("samples") or 1), both_orders=bool(spec.get("both_orders")),
                       templates_dir=(params.get("llm") or {}).get("templates_dir"), name=name, where=display)
-
-
-def _display_path(path: Path, project: Path) -> str:
-    """``path`` relative to the project when it lies inside it (outputs stay the same in any clone)."""
-    path = Path(path)
-    try:
-        return path.resolve().relative_to(Path(project).resolve()).as_posix()
-    except ValueError:
-        return str(path)
 
 
 def read_source(spec: dict[str, Any], project: Path, name: str, params: dict[str, Any] | None = None) -> RecordedSet:
@@ -111,7 +102,7 @@ def read_source(spec: dict[str, Any], project: Path, name: str, params: dict[str
         rs.judgments = [j for j in rs.judgments if (not keep_j or j.judge in keep_j)
                         and (not keep_c or j.condition in keep_c)]
     if fmt != "store":  # the card names the source as params.yaml does, never this machine's folder
-        rs.path = raw if raw.startswith("shipped:") or "://" in raw else _display_path(path, project)
+        rs.path = raw if raw.startswith("shipped:") or "://" in raw else display_path(path, project)
     if spec.get("title"):
         rs.provenance = f"{spec['title']} — {rs.provenance}"
     if spec.get("license"):

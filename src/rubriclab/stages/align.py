@@ -54,6 +54,7 @@ from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.judging import load_pairwise_rubric
 from rubriclab.llm import gateway_from_params, panel, roles_from_params
+from rubriclab.paths import display_path
 from rubriclab.stages import run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
@@ -358,10 +359,6 @@ def _examples(best: pd.DataFrame, path: Path, policies: list[str]) -> None:
 
 
 # -- summary ---------------------------------------------------------------------------------------------------
-def _rel(path: Path, project: Path) -> str:
-    return str(path.relative_to(project)) if path.is_relative_to(project) else str(path)
-
-
 def _fmt(row: Any) -> str:
     if row is None or not math.isfinite(float(row["estimate"])):
         return "— (no pair decided)"
@@ -379,7 +376,7 @@ def summarize(ctx: dict[str, Any], labels: dict[str, Any] | None, train: dict[st
     if note:
         md += [f"> {note} The policy trained here is the embedded SmolLM2-135M (LoRA, a few steps on a handful of "
                "pairs): the win rates below are plumbing, not evidence about drift propagation.", ""]
-    md += ["Rubrics: " + ", ".join(f"{n} = `{_rel(r['path'], ctx['project'])}` ({r['rubric'].digest})"
+    md += ["Rubrics: " + ", ".join(f"{n} = `{display_path(r['path'], ctx['project'])}` ({r['rubric'].digest})"
                                    for n, r in ctx["rubrics"].items()) + "; third-party judge template = "
            f"`{ctx['third_rubric'].name}`.", ""]
     if ctx["rubrics"]["seed"]["rubric"].digest == ctx["rubrics"]["biased"]["rubric"].digest:
