@@ -169,3 +169,30 @@ def test_declared_scipy_floor_covers_the_keywords_the_code_passes():
     for keyword in sorted(used):
         since = Version(SCIPY_STATS_KEYWORD_SINCE[keyword])
         assert max(floors) >= since, f"src passes {keyword}= to scipy.stats (scipy >= {since}), but pyproject allows {scipy}"
+
+
+PINS = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "OPENBLAS_CORETYPE": "Haswell",
+        "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"}
+
+
+def test_launcher_pins_the_numeric_kernels_to_avx2_unless_the_caller_chose(launcher_project, tmp_path):
+    """MKL, OpenBLAS, torch and numpy pick kernels by the CPU's flags; an AVX-512 machine would write other low
+    bits than an AVX2 one, so a stage's outputs (and dvc.lock) would differ between two machines of one kind."""
+    script = tmp_path / "envpy"
+    script.write_text("#!/bin/sh\n" + "".join(f'printf "%s=%s;" {k} "${k}"\n' for k in PINS))
+    script.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "RUBRICLAB_PYTHON": str(script)}
+    assert _launch(launcher_project, env, "data") == "".join(f"{k}={v};" for k, v in PINS.items())
+    mine = _launch(launcher_project, {**env, "MKL_CBWR": "COMPATIBLE", "NPY_DISABLE_CPU_FEATURES": ""}, "data")
+    assert "MKL_CBWR=COMPATIBLE;" in mine and "NPY_DISABLE_CPU_FEATURES=;" in mine and "OPENBLAS_CORETYPE=Haswell;" in mine
+
+
+def test_the_pinned_kernels_are_accepted_and_in_force():
+    """numpy refuses some names in NPY_DISABLE_CPU_FEATURES at import; torch must report AVX2 kernels and numpy
+    no AVX-512 loop under the pins, whatever this machine's CPU reports."""
+    code = ("import numpy, torch; from numpy._core._multiarray_umath import __cpu_features__ as f;"
+            "print(torch.backends.cpu.get_cpu_capability(), f['X86_V4'], f['AVX512_SPR'])")
+    run = subprocess.run([sys.executable, "-c", code], env={**os.environ, **PINS}, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["AVX2", "False", "False"]

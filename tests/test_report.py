@@ -54,11 +54,63 @@ def report(tmp_path, monkeypatch):
     return res, res["path"].read_text(), run_id
 
 
+def _build(res):
+    text = res["build_path"].read_text()
+    assert text.startswith("window.RUBRICLAB_BUILD = ") and text.rstrip().endswith(";")
+    return json.loads(text.split("=", 1)[1].rstrip().rstrip(";"))
+
+
 def test_the_page_is_self_contained(report):
     res, html, _ = report
     assert html.count("<img") == 2  # the two audit scatter plots
-    assert re.findall(r'src="(?!data:image/png;base64,)', html) == []
-    assert "<link" not in html and "<script" not in html
+    assert re.findall(r'src="(?!data:image/png;base64,)([^"]*)"', html) == ["build.js"]  # only the build facts
+    assert "<link" not in html
+
+
+def test_the_page_is_the_same_bytes_on_a_later_build_with_new_runs(report, tmp_path):
+    """What changes on every build (time, commit, run ids, the ledger at report time) lives in build.js, so a
+    rebuild of the same outputs (a fresh clone's `dvc repro`) leaves the page, which DVC hashes, unchanged."""
+    res, html, run_id = report
+    project = res["path"].parents[2]
+    with stage_run("audit", "audit@ds", {}, project, tags={"models": "local/smollm2-135m", "embedded_model": "True"}):
+        pass
+    again = build_report(project, tmp_path / "again", tracking_uri=tracking_uri(project), experiment="rubriclab",
+                         ledger_rows=[{**LEDGER[0], "items": 99}], store="calls.sqlite", ui_url="http://ui:9",
+                         commit="0123456789abcdef")
+    assert again["path"].read_text() == html
+    first, second = _build(res), _build(again)
+    assert first["runs"]["audit@ds"]["run_id"] == run_id != second["runs"]["audit@ds"]["run_id"]
+    assert second["commit"] == "0123456789ab" and "99" in second["html"]["ledger"]
+
+
+def test_a_section_links_the_run_its_outputs_name_not_a_newer_run_of_that_name(report, tmp_path):
+    from mlflow import MlflowClient
+
+    res, _, run_id = report
+    project = res["path"].parents[2]
+    assert json.loads((project / "outputs/audit/ds/mlflow_run.json").read_text())["run_id"] == run_id
+    client = MlflowClient(tracking_uri=tracking_uri(project))
+    exp = client.get_experiment_by_name("rubriclab")
+    newer = client.create_run(exp.experiment_id, run_name="audit@ds", tags={"stage": "audit"})  # e.g. a re-run
+    client.set_terminated(newer.info.run_id)                                                     # elsewhere
+    again = build_report(project, tmp_path / "again", tracking_uri=tracking_uri(project), experiment="rubriclab",
+                         ledger_rows=LEDGER, store="calls.sqlite")
+    fact = _build(again)["runs"]["audit@ds"]
+    assert fact["run_id"] == run_id and fact["found_by"] == "outputs"
+    (project / "outputs/audit/ds/mlflow_run.json").unlink()  # outputs that name no run: newest by name, said
+    fact = _build(build_report(project, tmp_path / "third", tracking_uri=tracking_uri(project),
+                               experiment="rubriclab", ledger_rows=LEDGER, store="calls.sqlite"))["runs"]["audit@ds"]
+    assert fact["run_id"] == newer.info.run_id and fact["found_by"] == "newest by name"
+
+
+def test_markdown_images_never_reach_the_page():
+    """Model-written text (a rubric diff, a criterion) must not make the page fetch a remote address."""
+    from rubriclab.report import render_report
+
+    html = render_report([{"id": "x", "kind": "audit", "title": "x", "run_name": None,
+                           "blocks": [("md", "![tracker](https://evil.example/pixel.png) and ![t](http://a/b.png)")]}],
+                         {"experiment": "e", "embedded": [], "model_rows": [], "recorded": []})
+    assert 'src="http' not in html and "evil.example/pixel.png" in html  # shown as text, never loaded
 
 
 def test_raw_html_in_a_stage_summary_is_text(report):
@@ -69,13 +121,17 @@ def test_raw_html_in_a_stage_summary_is_text(report):
 def test_models_runs_and_banner(report):
     res, html, run_id = report
     assert res["embedded"] == ["audit@ds"] and 'id="embedded-banner"' in html
-    assert 'href="http://ui:9/#/experiments/' in html and f"/runs/{run_id}" in html
-    assert "No MLflow run named <code>align@demo</code>" in html  # a section without its run says so
+    runs = _build(res)["runs"]
+    assert runs["audit@ds"]["link"].startswith("http://ui:9/#/experiments/")
+    assert runs["audit@ds"]["link"].endswith(f"/runs/{run_id}")
+    assert runs["align@demo"] is None  # the page then says "No MLflow run named align@demo was found"
+    assert 'data-run-line="align@demo"' in html and 'data-run="audit@ds"' in html
 
 
 def test_the_ledger_totals_every_row(report):
-    _, html, _ = report
-    ledger = html.split('id="ledger"')[1]
+    res, html, _ = report
+    assert 'data-build-html="ledger"' in html.split('id="ledger"')[1]
+    ledger = _build(res)["html"]["ledger"]
     assert "audit@ds" in ledger and "TOTAL" in ledger and "cache hits" in ledger
 
 
@@ -262,4 +318,4 @@ def test_recorded_publisher_checks_and_plot(recorded_report):
     assert "Agreement among the annotators" in panda
     for s in (bar, panda):  # one accuracy plot per source, embedded
         assert s.count('<img src="data:image/png;base64,') == 1 and "accuracy (mean over the presentation" in s
-    assert re.findall(r'src="(?!data:image/png;base64,)', html) == []
+    assert re.findall(r'src="(?!data:image/png;base64,)([^"]*)"', html) == ["build.js"]

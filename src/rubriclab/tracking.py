@@ -322,6 +322,29 @@ def stage_run(
     reap_orphaned_runs(client, exp_id)
     with _run(client, exp_id, run_name, params, all_tags) as handle:
         yield handle
+        write_run_record(project_dir, stage, run_name, handle)
+
+
+RUN_RECORD = "mlflow_run.json"
+
+
+def run_record_dir(project_dir: Path, stage: str, run_name: str) -> Path:
+    """Where a stage instance's outputs live: ``outputs/<stage>/<instance>`` for ``stage@instance`` when that
+    folder exists, else ``outputs/<stage>``."""
+    _, _, item = run_name.partition("@")
+    base = Path(project_dir) / "outputs" / stage
+    return base / item if item and (base / item).is_dir() else base
+
+
+def write_run_record(project_dir: Path, stage: str, run_name: str, handle: RunHandle) -> Path | None:
+    """Write ``mlflow_run.json`` (run id, experiment id, run name) beside a finished stage's outputs, so the
+    report links each section to the run that made it, not the newest run of that name. The file differs on
+    every run, so ``.dvcignore`` keeps it out of DVC's hashes."""
+    folder = run_record_dir(project_dir, stage, run_name)
+    if not folder.is_dir():
+        return None
+    record = {"run_id": handle.run_id, "experiment_id": handle.experiment_id, "run_name": run_name, "stage": stage}
+    return write_text(folder / RUN_RECORD, json.dumps(record, indent=1) + "\n")
 
 
 def reap_orphaned_runs(client: MlflowClient, experiment_id: str) -> list[str]:

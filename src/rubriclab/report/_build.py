@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from pathlib import Path
 from typing import Any
 
 from rubriclab.atomic import write_text
 from rubriclab.report._collect import collect_sections
-from rubriclab.report._html import render_report
+from rubriclab.report._html import render_blocks, render_report
 from rubriclab.report._runs import run_link, stage_runs
 
 DEFAULT_UI = "http://127.0.0.1:5000"
+BUILD_FILE = "build.js"
 
 
 def _models(tags: dict[str, str]) -> str:
@@ -22,23 +24,42 @@ def _models(tags: dict[str, str]) -> str:
 
 def build_report(project: Path, out_dir: Path, *, tracking_uri: str, experiment: str, ledger_rows: list[dict[str, Any]],
                  store: str, ui_url: str = DEFAULT_UI, commit: str = "unknown") -> dict[str, Any]:
-    """Write ``out_dir/index.html``; returns ``{"path", "sections", "runs", "embedded"}``."""
-    runs = stage_runs(tracking_uri, experiment)
+    """Write ``out_dir/index.html`` and ``out_dir/build.js``; returns ``{"path", "build_path", "sections", "runs",
+    "embedded"}``.
+
+    The page holds what the stages' outputs determine, so the same outputs give the same bytes in any clone
+    (DVC hashes it). What differs on every build (when, which commit, which MLflow runs, the call store's
+    ledger at report time) goes to ``build.js`` beside it, which the page reads when opened."""
+    runs = stage_runs(tracking_uri, experiment, project)
     sections = collect_sections(project, ledger_rows, store)
+    build = {"project_name": project.name, "commit": commit[:12], "tracking_uri": tracking_uri,
+             "made_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "runs": {}, "html": {}}
     for s in sections:
-        s["run"] = runs.get(s["run_name"]) if s.get("run_name") else None
-        s["link"] = run_link(ui_url, s["run"])
-    model_rows = [{"run_name": name, "models": _models(r["tags"]), "run_id": r["run_id"], "link": run_link(ui_url, r)}
-                  for name, r in sorted(runs.items())]
+        if s.get("run_name"):
+            run = runs.get(s["run_name"])
+            build["runs"][s["run_name"]] = _run_fact(ui_url, run)
+        if s["kind"] == "ledger":  # the store's history at report time, not a function of the outputs
+            build["html"]["ledger"] = render_blocks(s["blocks"])
+            s["blocks"] = [("html", '<div data-build-html="ledger"><p class="run">The call ledger is in '
+                                    "<code>build.js</code> beside this page, written at each build.</p></div>")]
+    model_rows = [{"run_name": name, "models": _models(r["tags"])} for name, r in sorted(runs.items())]
+    build["runs"].update({name: _run_fact(ui_url, r) for name, r in runs.items()})
     # stages whose numbers came from the embedded chat model (embedding-only use of MiniLM is not flagged)
     embedded = sorted(name for name, r in runs.items()
                       if r["tags"].get("embedded_model") == "True" or "smollm2" in _models(r["tags"]))
     html = render_report(sections, {
-        "project_name": project.name, "commit": commit[:12], "tracking_uri": tracking_uri, "experiment": experiment,
-        "made_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "embedded": embedded,
-        "model_rows": model_rows, "recorded": [s["title"] for s in sections if s["kind"] == "recorded"
-                                               and not (s["run"] or {}).get("tags", {}).get("embedded_model") == "True"]})
+        "experiment": experiment, "embedded": embedded, "model_rows": model_rows,
+        "recorded": [s["title"] for s in sections if s["kind"] == "recorded"
+                     and not (runs.get(s.get("run_name") or "") or {}).get("tags", {}).get("embedded_model") == "True"]})
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "index.html"
     write_text(path, html)
-    return {"path": path, "sections": sections, "runs": runs, "embedded": embedded}
+    build_path = write_text(out_dir / BUILD_FILE, f"window.RUBRICLAB_BUILD = {json.dumps(build, indent=1)};\n")
+    return {"path": path, "build_path": build_path, "sections": sections, "runs": runs, "embedded": embedded}
+
+
+def _run_fact(ui_url: str, run: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not run:
+        return None
+    return {"run_id": run["run_id"], "status": run["status"], "link": run_link(ui_url, run),
+            "found_by": run.get("found_by", "newest by name")}

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+from rubriclab.tracking import RUN_RECORD
 
-def stage_runs(tracking_uri: str, experiment: str) -> dict[str, dict[str, Any]]:
-    """``{run_name: {run_id, experiment_id, status, tags}}`` for the latest top-level run of each stage instance
-    (e.g. ``audit@demo_helpful``); {} when the store or the experiment does not exist."""
+
+def stage_runs(tracking_uri: str, experiment: str, project: Path | None = None) -> dict[str, dict[str, Any]]:
+    """``{run_name: {run_id, experiment_id, status, tags, found_by}}``, one per stage instance (e.g.
+    ``audit@demo_helpful``); {} when the store or the experiment does not exist.
+
+    A stage's outputs name the run that wrote them (``outputs/**/mlflow_run.json``, ``found_by: "outputs"``);
+    an instance without that record falls back to its newest top-level run of that name (``"newest by name"``),
+    which may be a later run than the one behind the outputs."""
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
@@ -25,9 +33,34 @@ def stage_runs(tracking_uri: str, experiment: str) -> dict[str, dict[str, Any]]:
         tags = r.data.tags
         if "mlflow.parentRunId" in tags or tags.get("adhoc") == "True":
             continue
-        out.setdefault(r.info.run_name, {"run_id": r.info.run_id, "experiment_id": exp.experiment_id,
-                                         "status": r.info.status, "tags": dict(tags)})
+        out.setdefault(r.info.run_name, _entry(r, "newest by name"))
+    for record in _run_records(project):
+        try:
+            r = client.get_run(record["run_id"])
+        except MlflowException:
+            continue  # outputs from a run this store does not hold (another machine's store)
+        if r.info.experiment_id == exp.experiment_id:
+            out[r.info.run_name] = _entry(r, "outputs")
     return out
+
+
+def _entry(run: Any, found_by: str) -> dict[str, Any]:
+    return {"run_id": run.info.run_id, "experiment_id": run.info.experiment_id, "status": run.info.status,
+            "tags": dict(run.data.tags), "found_by": found_by}
+
+
+def _run_records(project: Path | None) -> list[dict[str, Any]]:
+    if project is None or not (Path(project) / "outputs").is_dir():
+        return []
+    records = []
+    for path in sorted((Path(project) / "outputs").rglob(RUN_RECORD)):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a half-written or foreign file: the name lookup still covers the stage
+        if isinstance(record, dict) and record.get("run_id"):
+            records.append(record)
+    return records
 
 
 def run_link(ui_url: str, run: dict[str, Any] | None) -> str | None:

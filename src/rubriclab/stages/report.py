@@ -1,5 +1,6 @@
-"""DVC stage `report` (last): one self-contained HTML page, ``outputs/report/index.html``, with every stage's
-numbers, figures, the models behind them, links to their MLflow runs and the call ledger; logged to MLflow.
+"""DVC stage `report` (last): one HTML page, ``outputs/report/index.html``, with every stage's numbers, figures
+and the models behind them, plus ``build.js`` beside it (when it was made, the commit, links to the MLflow runs,
+the call ledger: new on every build, so out of DVC's hashes); both logged to MLflow.
 
 Reads (its DVC deps): ``outputs/recorded/<name>/{card.json,comparisons.csv}`` (one "Recorded judges" section per
 ``recorded@<name>``, first), ``outputs/audit``, ``outputs/repair``, ``outputs/drift`` (and ``outputs/drift_check``
@@ -14,6 +15,7 @@ from typing import Any
 
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.llm import open_store, store_location
+from rubriclab.paths import display_path
 from rubriclab.report import DEFAULT_UI, build_report
 from rubriclab.stages import run_stage
 from rubriclab.tracking import git_commit, stage_run, tracking_uri
@@ -36,8 +38,7 @@ def run_report_stage(params: dict[str, Any], project: Path, *, out_dir: Path | N
     cfg = dict(get(params, "report", {}) or {})
     experiment = get(params, "tracking.experiment", "rubriclab")
     rows, store = ledger_rows(params, project)
-    display_store = str(Path(store).relative_to(project)) if "://" not in store and Path(store).is_relative_to(
-        project) else store
+    display_store = display_path(store, project)
     out = out_dir or project / "outputs/report"
     res = build_report(project, out, tracking_uri=tracking_uri(project), experiment=experiment, ledger_rows=rows,
                        store=display_store, ui_url=ui_url or cfg.get("mlflow_ui") or DEFAULT_UI,
@@ -47,6 +48,7 @@ def run_report_stage(params: dict[str, Any], project: Path, *, out_dir: Path | N
                        tags={"sections": ", ".join(s["id"] for s in res["sections"]),
                              "adhoc": str(out_dir is not None)}) as run:
             run.log_artifact(res["path"])
+            run.log_artifact(res["build_path"])
             res["run_id"] = run.run_id
     return res
 
