@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from rubriclab.cli import main
 from rubriclab.data import Pair, write_pairs
@@ -94,15 +95,19 @@ def test_always_one_position_judge_reports_no_detectable_drift_with_a_real_mde(g
     assert not res.flagged and res.exit_code == 0
     d = res.domains.set_index("domain")
     assert (d["discordance"] == 0).all() and (d["diff"] == 0).all() and len(res.flipped) == 0
-    # zero discordance: the MDE is the exact sign test's floor k_min / n at alpha / m (m = 2 domains)
+    # zero discordance: every discordant pair a drop makes is a lost one, so at alpha / m (m = 2 domains) the
+    # sign test flags once k_min = 7 pairs are lost; the MDE is the drop δ with P(Binom(n, δ) >= 7) = 0.8,
+    # above the floor k_min / n (the old MDE, which a drop of its size reached only about half the time)
     k_min = exact_k_min(0.05 / 2)
     assert k_min == 7
     for dom, n in (("bench", 40), ("target", 20)):
         m = NO_DRIFT.fullmatch(d.loc[dom, "verdict"])
-        assert m and float(m.group(1)) == pytest.approx(k_min / n, rel=1e-2)
-        assert np.isfinite(d.loc[dom, "mde"]) and d.loc[dom, "mde"] == pytest.approx(k_min / n)
+        mde = d.loc[dom, "mde"]
+        assert m and float(m.group(1)) == pytest.approx(mde, rel=1e-2)
+        assert stats.binom.sf(k_min - 1, n, mde) == pytest.approx(0.8, abs=1e-4)
+        assert mde > d.loc[dom, "mde_floor"] == pytest.approx(k_min / n)
     mde = float(NO_DRIFT.search(res.verdict).group(1))
-    assert mde == pytest.approx(k_min / 20, rel=1e-2)  # the overall line quotes the weakest domain
+    assert mde == pytest.approx(d.loc["target", "mde"], rel=1e-2)  # the overall line quotes the weakest domain
 
 
 def _rows(spec: dict[str, tuple[int, int, int]]) -> tuple[pd.DataFrame, list[Pair]]:
@@ -137,10 +142,11 @@ def test_mde_grows_as_the_domain_shrinks():
     rows, pairs = _rows({"big": (400, 0, 0), "mid": (100, 0, 0), "small": (25, 0, 0)})
     d = compare_verdicts(rows, pairs, n_boot=200).domains.set_index("domain")
     assert d.loc["big", "mde"] < d.loc["mid", "mde"] < d.loc["small", "mde"]
-    # with discordance the normal term takes over, and also shrinks with n
+    # with discordance the MDE also shrinks with n
     assert mde_drop(400, 0.1, 0.05)["mde"] < mde_drop(100, 0.1, 0.05)["mde"] < mde_drop(25, 0.1, 0.05)["mde"]
     m = mde_drop(100, 0.1, 0.05)
-    assert m["mde"] == pytest.approx(max(m["mde_normal"], m["mde_exact"])) and m["mde_exact"] == 6 / 100
+    assert m["mde"] > m["mde_floor"] == 6 / 100
+    assert m["mde_normal"] == pytest.approx(m["mde"], rel=0.1)  # Connor's approximation (ψ0 + δ) is close
     assert np.isnan(mde_drop(0, 0.0, 0.05)["mde"])
 
 
@@ -256,6 +262,18 @@ def test_cli_bad_rubric_file_is_one_line_error_exit_2(project, capsys):
     assert len(err.splitlines()) == 1 and "nowhere" in err and "world" in err  # names the known sources
     assert _check(project, "--old", "seed.json", "--new", "seed.json", "--data", "world", "--bench", "nope") == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_cli_benchmark_only_data_is_refused_before_any_judge_call(project, capsys):
+    write_pairs(drift_pairs(30, "bench"), project / "bench_only.jsonl")
+    for by in ("domain", "auto"):
+        assert _check(project, "--old", "seed.json", "--new", "biased.json", "--data", "bench_only.jsonl",
+                      "--bench", "bench", "--by", by) == 2
+        cap = capsys.readouterr()
+        err = cap.err.strip()
+        assert len(err.splitlines()) == 1 and "'bench' is the only domain in the data" in err
+        assert "add pairs from the domains to check" in err and "PASS" not in cap.out
+    assert not (project / "outputs/drift_check/report.json").exists()
 
 
 def test_cli_ripd_jsonl_lines_are_chosen_by_id(project, capsys):

@@ -257,3 +257,15 @@ def test_paired_bootstrap_single_item_and_errors():
         paired_bootstrap([1.0, 0.0], [1.0])
     with pytest.raises(InputError, match="empty"):
         paired_bootstrap([], [])
+
+
+def test_two_sample_bootstrap_with_one_item_on_one_side_gives_no_interval():
+    from rubriclab.stats import two_sample_bootstrap
+
+    for a, b, side in (([1.0], [0.0, 1.0, 1.0, 0.0], "a"), ([1.0, 0.0, 1.0], [0.0], "b")):
+        res = two_sample_bootstrap(a, b, n_resamples=200, seed=0)
+        assert res["diff"] == pytest.approx(np.mean(a) - np.mean(b))
+        assert np.isnan(res["low"]) and np.isnan(res["high"]) and np.isnan(res["se"])
+        assert res["degenerate"].startswith(f"no interval: n=1 in {side}")
+        assert res["n_a"] == len(a) and res["n_b"] == len(b) and res["method"] == "percentile"
+        assert res["confidence"] == 0.95 and res["n_resamples"] == 200

@@ -33,9 +33,15 @@ def test_mde_formula_values():
     assert mde_paired(0.01) == pytest.approx(0.02801585, abs=1e-7)
     assert mde_paired(sd=0.2, n=400) == pytest.approx(0.02801585, abs=1e-7)
     assert mde_paired(0.01, alpha=0.01, power=0.9) == pytest.approx((2.5758293 + 1.2815516) * 0.01, abs=1e-7)
-    # Paired proportions: SE = sqrt(ψ/n) = sqrt(0.16/400) = 0.02
-    assert mde_paired_proportions(400, 0.16) == pytest.approx(2.801585 * 0.02, abs=1e-6)
-    assert mde_paired_proportions(400, 0.0) == 0.0
+    # Paired proportions (Connor 1987): the effect adds to the discordance, ψ = ψ0 + δ, and δ solves
+    # δ·√n = z_.975·√ψ + z_.8·√(ψ − δ²); larger than the plug-in 2.801585·sqrt(0.16/400) = 0.056
+    for psi0 in (0.16, 0.0):
+        d = mde_paired_proportions(400, psi0)
+        assert d * 20 == pytest.approx(1.959964 * np.sqrt(psi0 + d) + 0.841621 * np.sqrt(psi0 + d - d * d), abs=1e-5)
+    assert mde_paired_proportions(400, 0.16) == pytest.approx(0.066465, abs=1e-5)
+    assert mde_paired_proportions(400, 0.16) > 2.801585 * 0.02
+    assert mde_paired_proportions(400, 0.0) == pytest.approx(0.019507, abs=1e-5)  # not 0: a drop is discordance
+    assert mde_paired_proportions(3, 0.0) == np.inf  # no effect size reaches the power on 3 items
     with pytest.raises(InputError):
         mde_paired(0.01, sd=1, n=4)
     with pytest.raises(InputError):

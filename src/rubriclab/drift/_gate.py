@@ -17,17 +17,18 @@ agreement credits are paired. Per domain (or prompt cluster):
   reported beside it (``p_boot``).
 - **Benjamini–Hochberg** across every domain with a p-value (the benchmark included): ``q``.
 - **Significant drop**: ``q < alpha`` and ``diff < 0`` and the bootstrap CI's upper end ``< 0``.
-- **MDE** (minimum detectable drop, at the strictest level BH can apply, Bonferroni ``α' = alpha / m``
-  with m the number of tested domains)::
-
-      MDE = max( (z_{1−α'/2} + z_{power}) · sqrt(ψ / n),  k_min / n ),   k_min = ceil(log2(2 / α'))
-
-  ψ is the observed discordance (mean squared per-pair credit change; the share of pairs whose credit
-  changed when credits are 0/1), n the pairs used. The first term is the normal-approximation MDE of a
-  paired proportion (``stats.mde_paired_proportions``); the second is the smallest drop an exact sign test
-  could detect at all: ``k_min`` discordant pairs all in one direction give ``p = 2 · 2^−k_min ≤ α'``.
-  So the MDE is a real number even when the rubrics agree on every pair (ψ = 0), and it grows as the
-  domain shrinks: a pass on a small domain says only that no drop of at least the MDE was seen.
+- **MDE** (minimum detectable drop): the smallest drop δ that the exact sign test above flags with
+  probability ``power``, at the strictest level BH can apply, Bonferroni ``α' = alpha / m`` with m the
+  number of tested domains (``stats.mde_drop``). Its power is computed exactly, not by a normal formula: a
+  share ψ0 of the n pairs changes credit without the drop (half each way; ψ0 = the observed share of
+  changed pairs), and a drop δ makes another δ·n pairs lose credit, so the drop *adds* to the discordance
+  (ψ = ψ0 + δ): ``K ~ Binom(n, ψ0 + δ)`` discordant pairs, ``L | K ~ Binom(K, (ψ0/2 + δ)/(ψ0 + δ))`` of
+  them lost, power ``= P(two-sided sign-test p < α' and L > K/2)``, solved for δ. Plugging the observed ψ
+  into ``(z_{1−α'/2} + z_power)·sqrt(ψ/n)`` instead, as if the drop did not add to ψ, overstated the power
+  (a drop of that size was flagged about half the time). Reported beside it: ``mde_normal`` (the normal
+  approximation with ψ0 + δ, Connor 1987) and ``mde_floor = k_min / n``, ``k_min = ceil(log2(2 / α'))``,
+  the smallest drop the exact test could flag at all. ``inf`` when no drop reaches the power at this n.
+  A pass on a domain says only that no drop of at least its MDE was seen.
 
 **Benchmark preservation** (``bench_domain`` given): the benchmark is preserved when its agreement does not
 drop by more than ``epsilon`` (default 0.05, RIPD's ε_train) and shows no significant drop.
@@ -39,7 +40,9 @@ drop by more than ``epsilon`` (default 0.05, RIPD's ε_train) and shows no signi
 - ``regression``: a non-benchmark domain drops significantly and the benchmark is not preserved either;
 - ``benchmark_drop``: the benchmark itself drops significantly;
 - ``drift``: without a benchmark domain, any significant drop (benchmark preservation not assessed);
-- ``not_assessed``: no domain had a pair judged under both rubrics.
+- ``not_assessed``: no domain had a pair judged under both rubrics, or (``bench_domain`` given) none but
+  the benchmark did, so no domain the edit could hurt was checked: the verdict is ``NOT ASSESSED``, never a
+  pass.
 """
 
 from __future__ import annotations
@@ -62,7 +65,7 @@ OLD, NEW = "old", "new"
 DOMAIN_COLUMNS = [
     "domain", "role", "n_pairs", "n", "n_failed_old", "n_failed_new", "n_failed_either", "n_tie_old", "n_tie_new",
     "agreement_old", "agreement_new", "diff", "ci_low", "ci_high", "ci_method", "ci_level", "ci_resamples",
-    "n_lost", "n_gained", "discordance", "p_value", "p_boot", "q_value", "alpha_mde", "mde_normal", "mde_exact",
+    "n_lost", "n_gained", "discordance", "p_value", "p_boot", "q_value", "alpha_mde", "mde_normal", "mde_floor",
     "mde", "significant_drop", "significant_gain", "verdict",
 ]
 FLIPPED_COLUMNS = ["pair_id", "domain", "change", "human", "old_verdict", "new_verdict", "old_status", "new_status",
@@ -70,6 +73,8 @@ FLIPPED_COLUMNS = ["pair_id", "domain", "change", "human", "old_verdict", "new_v
 
 
 def fmt_mde(mde: float) -> str:
+    if mde is not None and np.isinf(mde):
+        return "inf: too few pairs for any drop to reach the power"
     return "?" if mde is None or not np.isfinite(mde) else f"{mde:.3g}"
 
 
@@ -94,18 +99,23 @@ class DriftCheck:
         return bool(self.flags)
 
     @property
+    def assessed(self) -> bool:
+        return not any(f["kind"] == "not_assessed" for f in self.flags)
+
+    @property
     def exit_code(self) -> int:
-        """0 pass, 1 flagged (the CI gate's status)."""
+        """0 pass, 1 flagged or not assessed (the CI gate's status: nothing checked is no pass)."""
         return 1 if self.flagged else 0
 
     @property
     def verdict(self) -> str:
-        """One line: ``FLAGGED: …`` or ``PASS: no detectable drift (MDE=…) …``."""
+        """One line: ``FLAGGED: …``, ``NOT ASSESSED: …`` or ``PASS: no detectable drift (MDE=…) …``."""
         if self.flagged:
-            return "FLAGGED: " + "; ".join(f["message"] for f in self.flags)
-        tested = self.domains[np.isfinite(self.domains["mde"].astype(float))]
+            found = any(f["kind"] != "not_assessed" for f in self.flags)
+            return ("FLAGGED: " if found else "NOT ASSESSED: ") + "; ".join(f["message"] for f in self.flags)
+        tested = self.domains[self.domains["n"] > 0]
         worst = tested.loc[tested["mde"].astype(float).idxmax()]
-        gaps = self.domains[~np.isfinite(self.domains["mde"].astype(float))]
+        gaps = self.domains[self.domains["n"] == 0]
         tail = f"; {len(gaps)} domain(s) undetermined (no pair judged under both)" if len(gaps) else ""
         return (f"PASS: no detectable drift (MDE={fmt_mde(worst['mde'])}) on {len(tested)} domain(s); the largest "
                 f"MDE is on {worst['domain']!r} (n={int(worst['n'])}): a drop smaller than that could go unseen"
@@ -191,9 +201,11 @@ def compare_verdicts(rows: pd.DataFrame, pairs: Sequence[Pair], *, bench_domain:
     table["q_value"] = bh_adjust(table["p_value"].to_numpy(dtype=float))
     m = int(np.isfinite(table["p_value"].to_numpy(dtype=float)).sum())
     alpha_mde = alpha / max(m, 1)
-    mdes = [mde_drop(int(r["n"]), r["discordance"], alpha_mde, power) for _, r in table.iterrows()]
+    # ψ0 = share of pairs whose credit changed (= discordance with 0/1 credits; larger with half-credit ties)
+    mdes = [mde_drop(int(r["n"]), (r["n_lost"] + r["n_gained"]) / r["n"] if r["n"] else 0.0, alpha_mde, power)
+            for _, r in table.iterrows()]
     table["alpha_mde"] = alpha_mde
-    for k in ("mde_normal", "mde_exact", "mde"):
+    for k in ("mde_normal", "mde_floor", "mde"):
         table[k] = [x[k] for x in mdes]
     q = table["q_value"].to_numpy(dtype=float)
     sig = np.where(np.isfinite(q), q, 1.0) < alpha
@@ -210,7 +222,8 @@ def compare_verdicts(rows: pd.DataFrame, pairs: Sequence[Pair], *, bench_domain:
                 "n_domains_tested": m,
                 "test": "exact two-sided sign test (McNemar) on pairs whose credit changed; BH across domains",
                 "ci": f"paired percentile bootstrap over pairs, {n_boot} resamples, level {confidence:g}",
-                "mde_formula": "max((z_{1-a'/2}+z_power)*sqrt(psi/n), ceil(log2(2/a'))/n), a' = alpha/m"}
+                "mde_formula": "smallest drop the exact sign test flags with the given power at a' = alpha/m "
+                               "(exact binomial power; psi0 = share of changed pairs, a drop adds to it)"}
     return DriftCheck(old={"name": OLD}, new={"name": NEW}, settings=settings, domains=table, flipped=flipped,
                       items=rows.reset_index(drop=True), flags=flags, bench=bench)
 
@@ -307,7 +320,20 @@ def _flags(table: pd.DataFrame, bench_domain: str | None, epsilon: float) -> tup
                                                     f"(Δ={b['diff']:+.3f}, ε={epsilon:g})"})
     if b["significant_drop"]:
         flags.append({"kind": "benchmark_drop", "domain": bench_domain, "message": _drop_msg(b)})
+    if not ((table["role"] == "tested") & (table["n"] > 0)).any():
+        flags.append(_bench_only(table, bench_domain))
     return bench, flags
+
+
+def _bench_only(table: pd.DataFrame, bench_domain: str) -> dict[str, Any]:
+    """Only the benchmark was compared: a pass would say nothing about the domains an edit could hurt."""
+    others = [d for d in table["domain"] if d != bench_domain]
+    what = (f"no pair of {', '.join(map(repr, others))} was judged under both rubrics" if others
+            else "the data holds no other domain")
+    return {"kind": "not_assessed", "domain": None,
+            "message": f"drift not assessed: only the benchmark {bench_domain!r} was compared ({what}); add pairs "
+                       f"from the domains to check, labelled with a domain other than {bench_domain!r} (another "
+                       "--data file or source, or --domain-field), or leave out --bench"}
 
 
 def _drop_msg(r: pd.Series) -> str:

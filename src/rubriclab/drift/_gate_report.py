@@ -66,10 +66,11 @@ def gate_markdown(result: DriftCheck, *, clusters: pd.DataFrame | None = None,
     md += _table(view) + [""]
     md += [f"Δ = agreement(new) − agreement(old) on pairs judged under both rubrics (ties credited "
            f"{s.get('tie_credit', 0):g}); CI: {s.get('ci')}; p: {s.get('test')}; significant drop: q < "
-           f"{s.get('alpha')} with Δ < 0 and the CI's upper end < 0. MDE: the minimum detectable drop, "
-           f"{s.get('mde_formula')} (α' = {_num(s.get('alpha_mde'), '{:.3g}')}, power {s.get('power')}, ψ = "
-           "discordance, n = pairs used). A pass on a domain says no drop of at least its MDE was seen — not "
-           "that the domain is safe. Pairs that failed under either rubric are left out of both sides.", ""]
+           f"{s.get('alpha')} with Δ < 0 and the CI's upper end < 0. MDE: the minimum detectable drop, the "
+           f"{s.get('mde_formula')} (α' = {_num(s.get('alpha_mde'), '{:.3g}')}, power {s.get('power')}, n = pairs "
+           "used; `domains.csv` adds the normal approximation `mde_normal` and the floor `mde_floor` = k_min / n). "
+           "A pass on a domain says no drop of at least its MDE was seen — not that the domain is safe. Pairs "
+           "that failed under either rubric are left out of both sides.", ""]
     if clusters is not None and len(clusters):
         md += ["## Prompt clusters", "", "The data had no domain labels (or `--by cluster`): prompts were "
                "embedded and grouped by k-means; each cluster is named by its top TF-IDF terms.", ""]

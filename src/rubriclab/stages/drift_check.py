@@ -187,12 +187,17 @@ def run_drift_check(params: dict[str, Any], project: Path, *, old: str | Path, n
     prepare_roles({"judge": judge})
     gateway = gateway_from_params(params, stage="drift_check", project_dir=project)
     domains = sorted({p.domain for p in pairs})
+    if bench and domains == [bench]:  # checked before any judge call: a benchmark-only run can only pass
+        raise ConfigError(f"drift check: --bench {bench!r} is the only domain in the data, so nothing besides the "
+                          "benchmark would be tested; add pairs from the domains to check (another --data file or "
+                          "data.sources entry, or --domain-field FIELD to label domains), or leave out --bench")
     grouping = by if by != "auto" else ("domain" if len(domains) >= 2 else "cluster")
     cluster_table = None
     if grouping == "cluster":
         if bench:
             raise ConfigError("--bench names a domain, but the pairs are grouped by prompt cluster "
-                              f"(domains in the data: {', '.join(domains)}); use --by domain")
+                              f"(domains in the data: {', '.join(domains)}); use --by domain with data that "
+                              "holds the benchmark and at least one other domain")
         if "embedder" not in roles:
             raise ConfigError("params.yaml: llm.roles.embedder is not configured; clustering prompts needs it "
                               "(or give data with domain labels / --domain-field)")

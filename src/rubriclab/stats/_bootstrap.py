@@ -311,7 +311,8 @@ def two_sample_bootstrap(
     Each replicate resamples a and b separately with replacement (``scipy.stats.bootstrap`` with
     ``paired=False``) and takes the difference of the resampled means. NaN values (failed items) must be
     removed by the caller. Returns dict(diff, low, high, se, n_a, n_b, n_resamples, confidence, method,
-    degenerate); with an empty sample everything is NaN and ``degenerate`` says which.
+    degenerate); with an empty sample everything is NaN and ``degenerate`` says which; with one item on one
+    side only ``diff`` is given (interval and se NaN, ``degenerate`` "no interval: n=1 in …").
     """
     n_resamples = positive_int(n_resamples, "n_resamples", minimum=1)
     conf = probability(confidence, "confidence")
@@ -326,6 +327,12 @@ def two_sample_bootstrap(
     out["diff"] = out["estimate"] = float(va.mean() - vb.mean())
     if len(va) == 1 and len(vb) == 1:
         return _collapse(out, "one item per sample: no sampling variability")
+    if len(va) == 1 or len(vb) == 1:
+        # resampling a single item would treat that side as exact and give an interval that looks valid
+        side = "a" if len(va) == 1 else "b"
+        out["degenerate"] = (f"no interval: n=1 in {side} (n_a={len(va)}, n_b={len(vb)}); one item shows no "
+                             "sampling variability, at least 2 per side are needed")
+        return out
 
     def diff(xa: np.ndarray, xb: np.ndarray, axis: int = -1) -> np.ndarray:
         return xa.mean(axis=axis) - xb.mean(axis=axis)

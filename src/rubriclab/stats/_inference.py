@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import optimize, stats
 
 from rubriclab.errors import InputError
 from rubriclab.stats._checks import as_float, probability
@@ -76,18 +76,35 @@ def mde_paired(
 
 
 def mde_paired_proportions(n: int, discordant_rate: float, alpha: float = 0.05, power: float = 0.8) -> float:
-    """MDE for a difference of paired proportions (e.g. accuracy of two rubric sets on the same n items).
+    """MDE for a difference of paired proportions (e.g. accuracy of two rubric sets on the same n items),
+    normal approximation (Connor 1987).
 
-    Per item the difference D ∈ {−1, 0, +1}; with discordance rate ψ = P(the two sets disagree on
-    correctness) = p10 + p01, Var(D) = ψ − (p10 − p01)² = ψ under H0 (McNemar's null), so
-    ``MDE = (z_{1−α/2} + z_{power}) · √(ψ / n)``. Using the null variance makes it slightly
-    conservative (the exact Connor 1987 variance under the alternative is ψ − d², smaller).
+    Per item the difference D ∈ {−1, 0, +1}. ``discordant_rate`` ψ0 is the share of items on which the two
+    sets disagree about correctness *without* the effect; an effect δ moves δ·n more items to one side, so
+    under the alternative ψ = ψ0 + δ and Var(D) = ψ − δ². The MDE is the δ that solves
+    ``δ·√n = z_{1−α/2}·√ψ + z_{power}·√(ψ − δ²)`` (``scipy.optimize.brentq``); ``inf`` when even
+    δ = 1 − ψ0 falls short. Plugging the observed ψ in as if the effect did not add to it understates
+    the MDE (to 0 when ψ0 = 0).
     """
     rate = float(discordant_rate)
     if not 0.0 <= rate <= 1.0:
         raise InputError(f"discordant_rate={discordant_rate!r}", field="discordant_rate",
                          expected="a rate in [0, 1] (share of items where the two sets disagree)")
-    return mde_paired(sd=math.sqrt(rate), n=n, alpha=alpha, power=power)
+    if not float(n) >= 1:
+        raise InputError(f"n={n!r}", field="n", expected="n >= 1 items")
+    z_a = stats.norm.ppf(1 - probability(alpha, "alpha") / 2)
+    z_b = stats.norm.ppf(probability(power, "power"))
+
+    def gap(d: float) -> float:  # δ·√n − (z_a·√ψ + z_b·√(ψ − δ²)), divided by √ψ so δ → 0 is finite
+        psi = rate + d
+        return d * math.sqrt(n / psi) - z_a - z_b * math.sqrt(max(0.0, 1 - d * d / psi))
+
+    if gap(1e-12) >= 0:  # z_a + z_b <= 0 (power below one half at this alpha): any drop is 'detectable'
+        return 0.0
+    top = 1.0 - rate
+    if top <= 0 or gap(top) < 0:
+        return math.inf
+    return float(optimize.brentq(gap, 1e-12, top, xtol=1e-9))
 
 
 def label_comparison(comparison: dict[str, Any], alpha: float = 0.05, power: float = 0.8) -> str:
@@ -130,14 +147,74 @@ def exact_k_min(alpha: float) -> int:
     return math.ceil(math.log2(2.0 / alpha) - 1e-12)
 
 
+def sign_test_cutoffs(n: int, alpha: float) -> np.ndarray:
+    """For k = 0..n discordant pairs: the fewest of them that must lose credit for the gate's exact two-sided
+    sign test to reject, ``p < alpha`` (the gate's strict rule); k + 1 where no split of k pairs rejects."""
+    k = np.arange(n + 1)
+
+    def rejects(c: np.ndarray) -> np.ndarray:
+        return (2 * c > k) & (c <= k) & (2 * stats.binom.sf(c - 1, k, 0.5) < alpha)
+
+    # start near the answer (scipy's inverse survival function), then step to the exact cutoff
+    start = np.nan_to_num(stats.binom.isf(alpha / 2, k, 0.5), nan=0.0)
+    c = np.clip(np.maximum(start, k // 2 + 1), 0, k + 1).astype(int)
+    for _ in range(n + 2):
+        down = rejects(c - 1)
+        up = ~rejects(c) & (c <= k)
+        if not (down.any() or up.any()):
+            break
+        c = c - down + up
+    return c
+
+
+def sign_test_power(n: int, drop: float, discordance: float, alpha: float,
+                    cutoffs: np.ndarray | None = None) -> float:
+    """Exact power of the gate's sign test against a drop ``drop`` on ``n`` pairs.
+
+    Model: without the drop a share ``discordance`` (ψ0) of pairs change credit, half each way; the drop
+    makes another δ·n pairs lose it. Per pair: lose with probability ψ0/2 + δ, gain with ψ0/2, so
+    K ~ Binom(n, ψ0 + δ) discordant pairs and L | K=k ~ Binom(k, (ψ0/2 + δ)/(ψ0 + δ)) of them lost;
+    power = Σ_k P(K=k) · P(L ≥ c_k | k) with ``sign_test_cutoffs``. Full-credit changes: with ties credited
+    0.5 a drop δ needs more lost pairs, so this is the conservative case.
+    """
+    psi = min(1.0, discordance + drop)
+    if psi <= 0:
+        return 0.0
+    c = sign_test_cutoffs(n, alpha) if cutoffs is None else cutoffs
+    k = np.arange(n + 1)
+    lose = min(1.0, (discordance / 2 + drop) / psi)
+    return float(np.sum(stats.binom.pmf(k, n, psi) * stats.binom.sf(c - 1, k, lose)))
+
+
+def mde_sign_test(n: int, discordance: float, alpha: float, power: float = 0.8) -> float:
+    """Smallest drop δ with ``sign_test_power(n, δ, discordance, alpha) >= power`` (``scipy.optimize.brentq``;
+    the power grows with δ); ``inf`` when even δ = 1 − ψ0 (every other pair lost) falls short."""
+    power = probability(power, "power")
+    c = sign_test_cutoffs(n, alpha)
+
+    def short(d: float) -> float:
+        return sign_test_power(n, d, discordance, alpha, c) - power
+
+    top = 1.0 - discordance
+    if top <= 0 or short(top) < 0:
+        return math.inf
+    if short(0.0) >= 0:
+        return 0.0
+    return float(optimize.brentq(short, 0.0, top, xtol=1e-6))
+
+
 def mde_drop(n: int, discordance: float, alpha: float, power: float = 0.8) -> dict[str, float]:
-    """The minimum detectable drop of a domain of ``n`` pairs (``rubriclab.drift._gate`` states the formula):
-    ``{"mde", "mde_normal", "mde_exact"}``; NaN when n = 0."""
+    """The minimum detectable drop of a domain of ``n`` pairs whose share ``discordance`` (ψ0) of pairs
+    changed credit (``rubriclab.drift._gate`` states the method): ``mde`` from the exact power of the sign
+    test (``mde_sign_test``), ``mde_normal`` the normal approximation with ψ0 + δ
+    (``mde_paired_proportions``, for comparison), ``mde_floor`` = k_min / n the smallest drop the exact test
+    could flag at all. NaN when n = 0; ``inf`` when no drop reaches the power at this n."""
     if n <= 0:
-        return {"mde": np.nan, "mde_normal": np.nan, "mde_exact": np.nan}
-    normal = mde_paired_proportions(n, min(1.0, max(0.0, float(discordance))), alpha=alpha, power=power)
-    exact = exact_k_min(alpha) / n
-    return {"mde": float(max(normal, exact)), "mde_normal": float(normal), "mde_exact": float(exact)}
+        return {"mde": np.nan, "mde_normal": np.nan, "mde_floor": np.nan}
+    psi0 = min(1.0, max(0.0, float(discordance)))
+    return {"mde": mde_sign_test(n, psi0, alpha, power),
+            "mde_normal": mde_paired_proportions(n, psi0, alpha=alpha, power=power),
+            "mde_floor": exact_k_min(alpha) / n}
 
 
 def sign_test(n_lost: int, n_gained: int) -> float:
