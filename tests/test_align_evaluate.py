@@ -122,6 +122,9 @@ def test_best_of_n_picks_the_highest_score_and_breaks_ties_by_sample_index():
     assert missing["n_candidates"] == 3 and missing["prompt"] == "prompt q2"
     assert best.loc[("p", "q0"), "cut_off"] and not best.loc[("p", "q1"), "cut_off"]  # the winner's own flag
     assert best.loc[("p", "q0"), "n_candidates"] == 3
+    # equal top scores are kept to the lowest index on purpose, and counted so the outputs can say how often
+    n_top = best["n_top"].to_dict()
+    assert n_top == {("p", "q0"): 1, ("p", "q1"): 2, ("p", "q2"): 0, ("p", "q3"): 1, ("other", "q0"): 2}
 
 
 # -- third-party judge outcomes -----------------------------------------------------------------------------------
@@ -305,6 +308,34 @@ def test_win_rate_table_has_comparisons_as_rows_and_domain_at_regime_columns():
     assert empty == "— (no prompt with both responses judged; 2 failed)"
     low, high = (float(x) for x in re.search(r"\[(\d+), (\d+)\]", text).groups())
     assert low <= 62.5 <= high
+
+
+def test_win_rates_record_their_tie_credit():
+    tie = (0.25, "tie")
+    rates = win_rates(_outcomes([("biased@bench", "seed@bench", "bench", "bench", [tie, (1.0, "win")])]),
+                      n_boot=50, tie_credit=0.25)
+    assert rates["tie_credit"].tolist() == [0.25] and rates["estimate"].tolist() == [0.625]
+
+
+def test_win_rate_figure_draws_no_bar_for_a_missing_cell_and_states_the_recorded_tie_rule(tmp_path, monkeypatch):
+    """A cell with nothing judged is not a 0% win rate: no bar, a note instead; the title's tie rule is the one the
+    rates were computed with (here 0.25), not a fixed 0.5."""
+    from rubriclab.align import _plots
+
+    win, tie, failed = (1.0, "win"), (0.25, "tie"), (np.nan, "failed")
+    rows = [(left, right, regime, domain, [win, tie]) for left, right, regime in
+            comparisons_for(["bench"], ("seed", "biased")) for domain in ("bench", "target")]
+    rows[-1] = (*rows[-1][:4], [failed, failed])  # biased vs original @ target: nothing judged
+    rates = win_rates(_outcomes(rows), n_boot=50).assign(tie_credit=0.25)
+    figures = []
+    monkeypatch.setattr(_plots, "save_figure", lambda fig, path, **kw: figures.append(fig))
+    _plots.win_rate_figure(rates, tmp_path / "w.png")
+    ax = figures[0].axes[0]
+    heights = [bar.get_height() for c in ax.containers if hasattr(c, "patches") for bar in c.patches]
+    assert heights == [pytest.approx(0.625)] * 5  # 6 cells, one missing: 5 bars, none of height 0
+    notes = [t.get_text() for t in ax.texts if "no win rate" in t.get_text()]
+    assert notes == ["no win rate (n=0)"]
+    assert ax.get_title().endswith("ties count 0.25")
 
 
 def test_a_point_bootstrap_distribution_is_not_shown_as_an_interval():

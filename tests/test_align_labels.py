@@ -156,17 +156,19 @@ def _hand_rubric_agreement(judged: pd.DataFrame, domain: str | None) -> tuple[fl
     g = judged if domain is None else judged[judged["domain"] == domain]
     a = g[g["rubric"] == "seed"].set_index("pair_id")["verdict"]
     b = g[g["rubric"] == "biased"].set_index("pair_id")["verdict"]
-    same = n = ties = failed = 0
+    credit = n = ties = failed = 0
     for pid in a.index:
         va, vb = a[pid], b[pid]
         if pd.isna(va) or pd.isna(vb):
             failed += 1
         elif va in ("A", "B") and vb in ("A", "B"):
             n += 1
-            same += va == vb
-        else:
+            credit += va == vb
+        else:  # a tie on either side: half credit, the paper's rule
+            n += 1
             ties += 1
-    return same / n, n, ties, failed
+            credit += 0.5
+    return credit / n, n, ties, failed
 
 
 def test_label_agreement_per_domain_and_overall(labelled):
@@ -175,23 +177,24 @@ def test_label_agreement_per_domain_and_overall(labelled):
     assert list(agree["domain"].unique()) == ["bench", "target", "all"]
     by = agree.set_index(["domain", "comparison"])
     assert len(by) == 9 and by.index.is_unique
-    expected = {  # (estimate, n, n_tie, n_failed), worked out by hand from the script
-        ("bench", "seed vs human"): (4 / 6, 6, 1, 0),
-        ("bench", "biased vs human"): (4 / 6, 6, 1, 0),
-        ("bench", "seed vs biased"): (1.0, 5, 1, 0),
+    expected = {  # (estimate, n, n_tie, n_failed), worked out by hand from the script; a tie counts 0.5 (paper)
+        ("bench", "seed vs human"): (4.5 / 6, 6, 1, 0),
+        ("bench", "biased vs human"): (4.5 / 6, 6, 1, 0),
+        ("bench", "seed vs biased"): (5.5 / 6, 6, 1, 0),  # b5 is a tie under both rubrics
         ("target", "seed vs human"): (1.0, 6, 0, 1),
-        ("target", "biased vs human"): (1 / 5, 5, 1, 2),
-        ("target", "seed vs biased"): (1 / 4, 4, 1, 2),
-        ("all", "seed vs human"): (10 / 12, 12, 1, 1),
-        ("all", "biased vs human"): (5 / 11, 11, 2, 2),
-        ("all", "seed vs biased"): (6 / 9, 9, 2, 2),
+        ("target", "biased vs human"): (1.5 / 5, 5, 1, 2),
+        ("target", "seed vs biased"): (1.5 / 5, 5, 1, 2),
+        ("all", "seed vs human"): (10.5 / 12, 12, 1, 1),
+        ("all", "biased vs human"): (6 / 11, 11, 2, 2),
+        ("all", "seed vs biased"): (7 / 11, 11, 2, 2),
     }
     for key, (est, n, n_tie, n_failed) in expected.items():
         row = by.loc[key]
         assert row["estimate"] == pytest.approx(est), key
         assert (row["n"], row["n_tie"], row["n_failed"]) == (n, n_tie, n_failed), key
         assert row["low"] <= row["estimate"] <= row["high"], key
-    # rubric vs rubric: the share of same verdicts over pairs both rubrics decided, counted straight from the rows
+    assert (agree["tie_credit"] == 0.5).all()
+    # rubric vs rubric: same verdict 1, a tie on either side 0.5, over pairs neither failed, straight from the rows
     for domain in ("bench", "target", None):
         share, n, ties, failed = _hand_rubric_agreement(judged, domain)
         row = by.loc[(domain or "all", "seed vs biased")]
@@ -203,6 +206,14 @@ def test_label_agreement_per_domain_and_overall(labelled):
     assert row["low"] < row["estimate"] < row["high"]
 
 
+def test_label_agreement_takes_the_tie_credit_it_is_given(labelled):
+    judged, _ = labelled
+    by = label_agreement(judged, "seed", "biased", tie_credit=0.0, n_boot=50).set_index(["domain", "comparison"])
+    assert by.loc[("bench", "seed vs human"), "estimate"] == pytest.approx(4 / 6)
+    assert by.loc[("all", "seed vs biased"), "estimate"] == pytest.approx(6 / 11)
+    assert (by["tie_credit"] == 0).all()
+
+
 def test_label_agreement_without_a_decided_pair_is_nan_not_an_error(gateway):
     judge = _judge("align-labels-none")
     pairs = [_pair("x0", "bench", "FAILALWAYS"), _pair("x1", "bench", "TIEALWAYS")]
@@ -211,5 +222,8 @@ def test_label_agreement_without_a_decided_pair_is_nan_not_an_error(gateway):
     assert rows.empty and list(rows.columns) == LABEL_COLUMNS and dropped == {"tie": 1, "failed": 1}
     agree = label_agreement(judged, "seed", "biased", n_boot=50).set_index(["domain", "comparison"])
     row = agree.loc[("all", "seed vs biased")]
+    assert row["estimate"] == 0.5 and (row["n"], row["n_tie"], row["n_failed"]) == (1, 1, 1)  # the tie: half
+    failed_only = label_agreement(judged[judged["pair_id"] == "x0"], "seed", "biased", n_boot=50)
+    row = failed_only.set_index(["domain", "comparison"]).loc[("all", "seed vs biased")]
     assert np.isnan(row["estimate"]) and np.isnan(row["low"]) and np.isnan(row["high"])
-    assert (row["n"], row["n_tie"], row["n_failed"]) == (0, 1, 1)
+    assert (row["n"], row["n_tie"], row["n_failed"]) == (0, 0, 1)

@@ -100,6 +100,7 @@ def test_labels_follow_each_rubric(project):
     assert row["estimate"] == 0 and row["n"] == 4 and "percentile bootstrap over pairs" in row["interval"]
     summary = (project["root"] / "outputs/align/world/summary.md").read_text()
     assert "| bench | seed vs biased | 1.000 (n=4; the same on every pair: no interval) |" in summary
+    assert "In the agreement a tie counts 0.5 (the paper's rule" in summary and (agree["tie_credit"] == 0.5).all()
 
 
 def test_three_regimes_per_rubric_are_trained(project):
@@ -132,6 +133,11 @@ def test_win_rates_have_the_shape_of_table_4(project):
     assert (out / "examples.md").read_text().count("| original |") == 4
     assert (out / "win_rates.png").stat().st_size > 5000
     assert "Identical best responses" in summary
+    # best-of-n keeps the lowest sample index on equal top scores, and the summary says so and how often
+    best = pd.read_csv(out / "best_of_n.csv")
+    tied = int((best["n_top"] > 1).sum())
+    assert "the lowest sample index is kept (the samples are i.i.d. draws" in summary
+    assert f"{tied} of {len(best)} best-of-n picks had a tied top score" in summary
     metrics = json.loads((project["root"] / "metrics/align/world.json").read_text())
     assert metrics["labels.target.seed_vs_biased"] == 0
 
@@ -207,3 +213,75 @@ def test_a_policy_without_labels_is_reported_not_evaluated(project):
     assert rates[rates["left"] == "seed@target"]["n"].gt(0).all()
     assert "Not trained, so not evaluated" in res["summary"] and "biased@target (not trained: no labelled" in res["summary"]
     assert "— (not trained: no labelled pair" in (out / "examples.md").read_text()
+
+
+def test_a_full_fine_tune_is_trained_measured_and_evaluated(tmp_path):
+    """``align.dpo.mode: full`` saves a whole checkpoint, not an adapter: the margins after training and the
+    evaluation load that checkpoint (they used to load it as a LoRA adapter and crash)."""
+    _project(tmp_path)
+    params = _params(drift_world("align-full", base_error=0.0, bias_strength=1.0)["judge"].model)
+    params["llm"]["roles"]["policy"]["model"] = str(tmp_path / "policy")
+    params["align"].update(regimes=["target"], label={"pairs": 2}, n_boot=50,
+                           evaluate={"prompts": 1, "n": 1, "max_new_tokens": 4})
+    params["align"]["dpo"] = {"mode": "full", "epochs": 1, "warmup_ratio": 0.0, "batch_size": 2,
+                              "learning_rate": 5e-3, "max_length": 64}
+    run_align_stage(params, tmp_path, "world")
+    out = tmp_path / "outputs/align/world"
+    training = pd.read_csv(out / "training.csv").set_index("policy")
+    assert set(training.index) == {"seed@target", "biased@target"}
+    for name in training.index:
+        folder = out / "adapters" / name.replace("@", "_")
+        assert (folder / "config.json").exists() and not (folder / "adapter_config.json").exists()
+    # the trained checkpoint, not the base model, is measured: the labels' log-ratio moved
+    assert (training["logratio_after"] != training["logratio_before"]).all()
+    rates = pd.read_csv(out / "win_rates.csv")
+    assert set(rates["left"]) == {"biased@target", "seed@target"} and (rates["n"] == 1).all()
+
+
+def _table_4(summary: str, source: str) -> dict[tuple[str, str], str]:
+    """The cells of the summary's win-rate table for ``source``: (comparison, column) -> cell text."""
+    block = summary.split(f"### {source} (", 1)[1].split("\n\n", 2)[1]
+    lines = [line.strip("|").split(" | ") for line in block.splitlines() if line.startswith("|")]
+    header, rows = [c.strip() for c in lines[0]], lines[2:]
+    return {(r[0].strip(), col): cell.strip() for r in rows for col, cell in zip(header[1:], r[1:])}
+
+
+def _expected_outcome(left: str, right: str, swapped: bool) -> tuple[str, float]:
+    """The scripted third party names the longer answer, and position A on equal lengths."""
+    if left == right:
+        return "identical", 0.5
+    left_shown_first = not swapped
+    wins = len(left) > len(right) or (len(left) == len(right) and left_shown_first)
+    return ("win", 1.0) if wins else ("loss", 0.0)
+
+
+def test_each_table_4_cell_is_the_mean_judge_outcome_over_its_prompts(project):
+    """Known answers, not ranges: every judge outcome follows from the two best responses and the scripted
+    judge's rule, and every Table-4 cell (summary.md, win_rates.csv) is recomputed here from judge_outcomes.csv:
+    mean credit (win 1, tie or identical 0.5, loss 0) over the prompts, with its n, ties and failures."""
+    out = project["root"] / "outputs/align/world"
+    best = pd.read_csv(out / "best_of_n.csv").set_index(["policy", "domain", "prompt_id"])
+    best["response"] = best["response"].fillna("")  # an empty reply reads back as NaN; every policy was trained
+    judged = pd.read_csv(out / "judge_outcomes.csv")
+    assert len(judged) == 3 * 3 * 2 * 2  # comparisons x regimes x eval domains x prompts
+    credit = {"win": 1.0, "loss": 0.0, "tie": 0.5, "identical": 0.5}
+    for r in judged.itertuples():
+        left, right = (best.loc[(p, r.domain, r.prompt_id), "response"] for p in (r.left, r.right))
+        swapped = bool(r.swapped) if pd.notna(r.swapped) else False
+        assert (r.status, r.outcome) == _expected_outcome(left, right, swapped), r
+    cells = _table_4((out / "summary.md").read_text(), "third-party judge")
+    rates = pd.read_csv(out / "win_rates.csv")
+    rates = rates[rates["source"] == "third-party judge"].set_index(["left", "right", "domain"])
+    labels = {"bench": "B", "target": "T", "bench_target": "BT"}
+    groups = judged.groupby(["left", "right", "regime", "domain"])
+    assert len(groups) == len(cells) == 18
+    for (left, right, regime, domain), g in groups:
+        values = [credit[s] for s in g["status"] if s in credit]
+        estimate, n_tie = sum(values) / len(values), int(g["status"].isin(["tie", "identical"]).sum())
+        n_failed = int((~g["status"].isin(list(credit))).sum())
+        cell = cells[(f"{left.split('@')[0]} vs {right.split('@')[0]}", f"{domain}@{labels[regime]}")]
+        assert cell.startswith(f"{100 * estimate:.1f}% ") and f"(n={len(values)}" in cell, (left, right, domain, cell)
+        assert (f"; {n_tie} tie" in cell) == (n_tie > 0) and (f"; {n_failed} failed" in cell) == (n_failed > 0)
+        row = rates.loc[(left, right, domain)]
+        assert row["estimate"] == pytest.approx(estimate) and row["n"] == len(values)
+        assert (row["n_tie"], row["n_failed"], row["tie_credit"]) == (n_tie, n_failed, 0.5)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from mlflow import MlflowClient
 
-from rubriclab.align import DPOSettings, dpo_dataset, load_tokenizer, preference_margins, train_dpo
+from rubriclab.align import DPOSettings, dpo_dataset, load_policy, load_tokenizer, preference_margins, train_dpo
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.testing import tiny_policy
 from rubriclab.tracking import stage_run, tracking_uri
@@ -81,6 +82,45 @@ def test_step_metrics_reach_a_nested_mlflow_run(policy, tmp_path, monkeypatch):
     losses = client.get_metric_history(child.run_id, "loss")
     assert [m.step for m in losses] == [1, 2, 3, 4]
     assert (tmp_path / "full" / "config.json").exists()  # a full fine-tune saves the whole model
+
+
+class _Stop(Exception):
+    """Raised by the stand-in trainer once it has seen what train_dpo built."""
+
+
+@pytest.mark.parametrize("device, bf16", [("cpu", False), ("cuda", True)])
+def test_training_keeps_float32_master_weights_on_every_device(policy, tmp_path, monkeypatch, device, bf16):
+    """AdamW steps at lr 1e-6 mostly round away in bf16 weights: the policy is trained from float32 weights, with
+    bf16 autocast (TrainingArguments bf16=True over float32 parameters) on cuda. Checked without a GPU: the device
+    is forced, the move to it is skipped and the trainer is a stand-in that records what it was given."""
+    import transformers
+    import trl
+
+    from rubriclab.align import _train
+
+    seen = {}
+
+    def trainer(model, args, **kwargs):
+        seen.update(dtypes={p.dtype for p in model.parameters()}, bf16=args.bf16, use_cpu=args.use_cpu)
+        raise _Stop
+
+    monkeypatch.setattr(_train, "pick_device", lambda _: device)
+    monkeypatch.setattr(transformers.PreTrainedModel, "to", lambda self, *a, **k: self)
+    monkeypatch.setattr(transformers.training_args, "is_torch_bf16_gpu_available", lambda: True)
+    monkeypatch.setattr(trl, "DPOTrainer", trainer)
+    with pytest.raises(_Stop):
+        train_dpo(policy, _rows(2), SETTINGS, tmp_path / "a")
+    assert seen == {"dtypes": {torch.float32}, "bf16": bf16, "use_cpu": device == "cpu"}
+
+
+def test_inference_on_cuda_loads_bf16_and_training_float32(policy, monkeypatch):
+    import transformers
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "to", lambda self, *a, **k: self)
+    dtypes = {(device, training): next(load_policy(policy, device=device, training=training).parameters()).dtype
+              for device in ("cpu", "cuda") for training in (False, True)}
+    assert dtypes == {("cpu", False): torch.float32, ("cpu", True): torch.float32,
+                      ("cuda", False): torch.bfloat16, ("cuda", True): torch.float32}
 
 
 def test_conversational_format_uses_the_chat_template(policy):

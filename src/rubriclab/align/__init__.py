@@ -23,8 +23,10 @@ from rubriclab.align._policy import (
     load_policy,
     load_tokenizer,
     pick_device,
+    policy_dtype,
     policy_source,
     require_align,
+    trained_folder,
 )
 from rubriclab.align._train import DPOSettings, dpo_dataset, preference_margins, sequence_logprobs, train_dpo
 from rubriclab.llm import register_prompt
@@ -36,7 +38,7 @@ REGIMES = ("bench", "target", "bench_target")
 __all__ = [
     "DPOSettings", "LABEL_COLUMNS", "REGIMES", "REGIME_LABELS", "TIE_CREDIT", "best_of_n", "chat_prompt",
     "checkpoint_from_gguf", "comparisons_for", "dpo_dataset", "generate_candidates", "judge_outcomes", "judge_scores",
-    "label_agreement", "label_pairs", "load_policy", "load_tokenizer", "pick_device", "policy_source",
-    "preference_margins", "preference_rows", "require_align", "reward_model_scores", "reward_outcomes",
-    "sequence_logprobs", "train_dpo", "win_rate_table", "win_rates",
+    "label_agreement", "label_pairs", "load_policy", "load_tokenizer", "pick_device", "policy_dtype",
+    "policy_source", "preference_margins", "preference_rows", "require_align", "reward_model_scores",
+    "reward_outcomes", "sequence_logprobs", "train_dpo", "trained_folder", "win_rate_table", "win_rates",
 ]

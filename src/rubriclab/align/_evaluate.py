@@ -103,8 +103,12 @@ def reward_model_scores(model_id: str, prompts: Sequence[str], responses: Sequen
 
 
 def best_of_n(scored: pd.DataFrame) -> pd.DataFrame:
-    """Per (policy, prompt): the highest-scored candidate (equal scores: the lowest sample index); a prompt whose
-    candidates all failed scoring has no best response (``response`` None, counted in ``n_scored`` = 0)."""
+    """Per (policy, prompt): the highest-scored candidate; a prompt whose candidates all failed scoring has no best
+    response (``response`` None, counted in ``n_scored`` = 0).
+
+    Equal top scores (common with a 1–10 judge score) go to the lowest sample index, on purpose: the samples are
+    i.i.d. draws, so the first of the tied ones is already a uniformly random pick among them, and it keeps the
+    common random numbers shared by every policy. ``n_top`` counts the candidates that shared the top score."""
     keys = ["policy", "domain", "prompt_id"]
     rows = []
     for key, g in scored.groupby(keys, sort=False):
@@ -116,7 +120,8 @@ def best_of_n(scored: pd.DataFrame) -> pd.DataFrame:
                      "score": np.nan if best is None else float(best["score"]),
                      "sample": None if best is None else int(best["sample"]),
                      "cut_off": None if best is None else bool(best["cut_off"]),
-                     "n_candidates": len(g), "n_scored": len(ok)})
+                     "n_candidates": len(g), "n_scored": len(ok),
+                     "n_top": 0 if best is None else int((ok["score"] == best["score"]).sum())})
     return pd.DataFrame(rows)
 
 
@@ -184,9 +189,10 @@ def reward_outcomes(best: pd.DataFrame, comparisons: Sequence[tuple], tie_credit
 
 
 def win_rates(outcomes: pd.DataFrame, *, n_boot: int = 1000, confidence: float = 0.95, seed: int = 0,
-              source: str = "judge") -> pd.DataFrame:
+              source: str = "judge", tie_credit: float = TIE_CREDIT) -> pd.DataFrame:
     """Win rate of the left policy per (comparison, regime, eval domain): the mean outcome over prompts with a
-    percentile bootstrap over prompts; ties and failures counted beside it."""
+    percentile bootstrap over prompts; ties and failures counted beside it. ``tie_credit``: the credit the
+    outcomes gave a tie, recorded in its column for the table and the figure."""
     out = []
     interval = f"percentile bootstrap over prompts, {confidence:.0%}, B={n_boot}"
     for (left, right, regime, domain), g in outcomes.groupby(["left", "right", "regime", "domain"], sort=False):
@@ -195,7 +201,7 @@ def win_rates(outcomes: pd.DataFrame, *, n_boot: int = 1000, confidence: float =
                f"{right.split('@')[0]}", "regime": regime, "domain": domain, "n": len(values),
                "n_tie": int(g["status"].isin(["tie", "identical"]).sum()),
                "n_identical": int((g["status"] == "identical").sum()),
-               "n_failed": int(g["outcome"].isna().sum()), "interval": interval}
+               "n_failed": int(g["outcome"].isna().sum()), "tie_credit": float(tie_credit), "interval": interval}
         if len(values):
             boot = item_bootstrap(values, "mean", None, n_resamples=n_boot, confidence=confidence, seed=seed)
             row.update(estimate=float(boot["estimate"]), low=float(boot["low"]), high=float(boot["high"]),

@@ -3,7 +3,8 @@
 Both rubrics judge the same pairs in the same seeded A/B order through ``judging.judge_pairs`` (the code
 path the audit and the drift search use), so re-labelling makes no provider call and the two label sets
 differ only by the rubric text. A tie or a failed verdict is not a preference: the pair is left out of
-that rubric's training set and counted.
+that rubric's training set and counted. In the agreement figures a tie earns the tie credit (the paper's 0.5)
+and a failed verdict is left out of n.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rubriclab.align._evaluate import TIE_CREDIT
 from rubriclab.data import Pair
 from rubriclab.judging import PairwiseRubric, agreement, judge_pairs
 from rubriclab.stats import item_bootstrap
@@ -48,30 +50,37 @@ def preference_rows(judged: pd.DataFrame, pairs: Sequence[Pair], rubric: str) ->
     return pd.DataFrame(rows, columns=LABEL_COLUMNS), dropped
 
 
-def label_agreement(judged: pd.DataFrame, first: str, second: str, *, n_boot: int = 1000,
-                    confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
+def label_agreement(judged: pd.DataFrame, first: str, second: str, *, tie_credit: float = TIE_CREDIT,
+                    n_boot: int = 1000, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
     """Per domain (and all): each rubric's agreement with the human labels, and the two rubrics' agreement
-    with each other (same verdict, over pairs both decided), each with a percentile bootstrap over pairs."""
+    with each other, each with a percentile bootstrap over pairs. A tie earns ``tie_credit`` (the paper's 0.5:
+    "ties count as half ... throughout"); a failed verdict is left out of n and counted."""
     out = []
     ci = f"percentile bootstrap over pairs, {confidence:.0%}, B={n_boot}"
     for domain, g in [*judged.groupby("domain", sort=True), ("all", judged)]:
         for name in (first, second):
-            m = agreement(g[g["rubric"] == name], n_boot=n_boot, confidence=confidence, seed=seed)
+            m = agreement(g[g["rubric"] == name], tie_credit=tie_credit, n_boot=n_boot, confidence=confidence,
+                          seed=seed)
             out.append({"domain": domain, "comparison": f"{name} vs human", "estimate": m["agreement"],
                         "low": m["low"], "high": m["high"], "n": m["n"], "n_tie": m["n_tie"],
-                        "n_failed": m["n_failed"], "interval": ci})
-        a = g[g["rubric"] == first].set_index("pair_id")["verdict"]
-        b = g[g["rubric"] == second].set_index("pair_id")["verdict"].reindex(a.index)
-        decided = a.notna() & b.notna() & a.isin(["A", "B"]) & b.isin(["A", "B"])
-        same = (a[decided] == b[decided]).to_numpy(dtype=float)
-        failed = a.isna() | b.isna()
-        row = {"domain": domain, "comparison": f"{first} vs {second}", "n": int(decided.sum()),
-               "n_tie": int((~decided & ~failed).sum()), "n_failed": int(failed.sum()), "interval": ci}
-        if len(same):
-            boot = item_bootstrap(same, "mean", None, n_resamples=n_boot, confidence=confidence, seed=seed)
-            row.update(estimate=float(boot["estimate"]), low=float(boot["low"]), high=float(boot["high"]))
-        else:
-            row.update(estimate=np.nan, low=np.nan, high=np.nan)
-        out.append(row)
+                        "n_failed": m["n_failed"], "tie_credit": tie_credit, "interval": ci})
+        out.append({"domain": domain, "comparison": f"{first} vs {second}", "tie_credit": tie_credit, "interval": ci,
+                    **_rubric_agreement(g, first, second, tie_credit, n_boot, confidence, seed)})
     return pd.DataFrame(out, columns=["domain", "comparison", "estimate", "low", "high", "n", "n_tie", "n_failed",
-                                      "interval"])
+                                      "tie_credit", "interval"])
+
+
+def _rubric_agreement(g: pd.DataFrame, first: str, second: str, tie_credit: float, n_boot: int,
+                      confidence: float, seed: int) -> dict[str, Any]:
+    """Same verdict 1, opposite verdicts 0, a tie on either side ``tie_credit`` (a tie is a coin flip between
+    A and B, so it matches the other rubric's verdict, tie or not, half the time); failed on either side: out."""
+    a = g[g["rubric"] == first].set_index("pair_id")["verdict"]
+    b = g[g["rubric"] == second].set_index("pair_id")["verdict"].reindex(a.index)
+    failed = a.isna() | b.isna()
+    decided = a.isin(["A", "B"]) & b.isin(["A", "B"])
+    credit = np.where(decided, (a == b).to_numpy(dtype=float), float(tie_credit))[~failed.to_numpy()]
+    row: dict[str, Any] = {"n": len(credit), "n_tie": int((~decided & ~failed).sum()), "n_failed": int(failed.sum())}
+    if not len(credit):
+        return {**row, "estimate": np.nan, "low": np.nan, "high": np.nan}
+    boot = item_bootstrap(credit, "mean", None, n_resamples=n_boot, confidence=confidence, seed=seed)
+    return {**row, "estimate": float(boot["estimate"]), "low": float(boot["low"]), "high": float(boot["high"])}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -39,7 +40,8 @@ def curves_figure(history: pd.DataFrame, path: Path) -> Path:
 
 def win_rate_figure(rates: pd.DataFrame, path: Path) -> Path:
     """One panel per source (third-party judge, reward): bars = win rate of the left policy per
-    ``<eval set>@<regime>``, grouped by comparison, with the interval as error bars and n under each bar."""
+    ``<eval set>@<regime>``, grouped by comparison, with the interval as error bars and n under each bar. A cell
+    without a win rate (nothing judged) has no bar, only a note: a 0-height bar would read as a 0% win rate."""
     plt = _plt()
     sources = list(dict.fromkeys(rates["source"]))
     fig, axes = plt.subplots(len(sources), 1, figsize=(10, 3.3 * len(sources)), squeeze=False)
@@ -52,19 +54,40 @@ def win_rate_figure(rates: pd.DataFrame, path: Path) -> Path:
         for i, comp in enumerate(comps):
             part = g[g["comparison"] == comp].set_index("column").reindex(columns)
             x = np.arange(len(columns)) + (i - (len(comps) - 1) / 2) * width
-            est = part["estimate"].to_numpy(dtype=float)
-            err = np.vstack([est - part["low"].to_numpy(dtype=float), part["high"].to_numpy(dtype=float) - est])
-            ax.bar(x, np.nan_to_num(est), width, yerr=np.nan_to_num(err), capsize=2, label=comp)
-            for xi, n in zip(x, part["n"].fillna(0).astype(int)):
-                ax.text(xi, 0.02, f"n={n}", ha="center", fontsize=6, rotation=90, color="white")
+            _bars(ax, x, part, width, comp)
         ax.axhline(0.5, color="grey", lw=0.8, ls="--")
         ax.set_xticks(np.arange(len(columns)), columns)
         ax.set_ylim(0, 1.05)
         ax.set_ylabel("win rate of the left policy")
-        interval = g["interval"].iloc[0] if len(g) else ""
-        ax.set_title(f"{source}: {interval}; ties count 0.5", fontsize=9)
+        ax.set_title(f"{source}: {_interval(g)}; {_tie_rule(g)}", fontsize=9)
         ax.legend(fontsize=7, ncol=len(comps))
     fig.tight_layout()
     save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
+
+
+def _bars(ax: Any, x: np.ndarray, part: pd.DataFrame, width: float, label: str) -> None:
+    """Bars with error bars where there is a win rate; elsewhere a vertical "no win rate" note at the bar's place."""
+    est = part["estimate"].to_numpy(dtype=float)
+    have = np.isfinite(est)
+    err = np.vstack([est - part["low"].to_numpy(dtype=float), part["high"].to_numpy(dtype=float) - est])
+    ax.bar(x[have], est[have], width, yerr=err[:, have], capsize=2, label=label)
+    n = part["n"].fillna(0).astype(int).to_numpy()
+    for xi, ni, ok in zip(x, n, have):
+        if ok:
+            ax.text(xi, 0.02, f"n={ni}", ha="center", fontsize=6, rotation=90, color="white")
+        else:
+            ax.text(xi, 0.02, "no win rate (n=0)", ha="center", va="bottom", fontsize=6, rotation=90, color="grey")
+
+
+def _interval(g: pd.DataFrame) -> str:
+    return str(g["interval"].iloc[0]) if len(g) and "interval" in g else ""
+
+
+def _tie_rule(g: pd.DataFrame) -> str:
+    """The tie credit the win rates were computed with, as recorded in the rates (not assumed)."""
+    credits = sorted(set(g["tie_credit"].dropna())) if "tie_credit" in g else []
+    if not credits:
+        return "tie credit not recorded"
+    return "ties count " + " / ".join(f"{c:g}" for c in credits)

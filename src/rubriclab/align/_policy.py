@@ -104,18 +104,40 @@ def load_tokenizer(source: str) -> Any:
     return tok
 
 
-def load_policy(source: str, adapter: str | Path | None = None, device: str = "cpu") -> Any:
-    """The base model from ``source`` (plus a LoRA adapter folder when given), in eval mode on ``device``."""
+def policy_dtype(device: str, training: bool = False) -> Any:
+    """The dtype the weights are loaded in. Training keeps float32 master weights on every device (on cuda the
+    trainer adds bf16 autocast): AdamW updates at the paper's lr 1e-6 mostly round away in bf16 weights.
+    Inference on cuda uses bf16 (half the memory, no optimizer step to lose)."""
     import torch
+
+    return torch.bfloat16 if device == "cuda" and not training else torch.float32
+
+
+def trained_folder(folder: str | Path) -> str:
+    """What a trained policy folder holds: ``adapter`` (a LoRA adapter on the base model) or ``full`` (a whole
+    checkpoint, from ``align.dpo.mode: full``)."""
+    folder = Path(folder)
+    if (folder / "adapter_config.json").exists():
+        return "adapter"
+    if (folder / "config.json").exists():
+        return "full"
+    raise ConfigError(f"{folder}: no trained policy; expected adapter_config.json (LoRA) or config.json (full "
+                      "fine-tune); run `rubriclab align train` (or the `align` stage) first")
+
+
+def load_policy(source: str, adapter: str | Path | None = None, device: str = "cpu", training: bool = False) -> Any:
+    """The base model from ``source``, or a trained policy when ``adapter`` names its folder (a LoRA adapter put on
+    ``source``, or a full checkpoint loaded in its place), in eval mode on ``device``; ``training``: float32."""
     from transformers import AutoModelForCausalLM
 
-    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    kind = None if adapter is None else trained_folder(adapter)
+    weights = str(adapter) if kind == "full" else source
     try:
-        model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(weights, dtype=policy_dtype(device, training))
     except OSError as exc:
-        raise ConfigError(f"policy model {source!r} could not be loaded ({exc}); give a Hugging Face id that is in "
+        raise ConfigError(f"policy model {weights!r} could not be loaded ({exc}); give a Hugging Face id that is in "
                           "the local cache (HF_HUB_OFFLINE=1 here) or a checkpoint folder") from None
-    if adapter is not None:
+    if kind == "adapter":
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(adapter))

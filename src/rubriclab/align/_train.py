@@ -133,24 +133,12 @@ def _callback(run: Any, history: list[dict[str, Any]]) -> Any:
     return StepLog()
 
 
-def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: str | Path, *,
-              run: Any = None, progress: bool = False) -> dict[str, Any]:
-    """Train one DPO policy from ``source`` on ``rows`` (prompt, chosen, rejected); save it to ``out_dir``.
+def dpo_config(settings: DPOSettings, device: str, steps: int, work: Path, progress: bool = False) -> Any:
+    """TRL's DPOConfig for ``settings``. On cuda ``bf16=True`` over the float32 weights ``load_policy(training=True)``
+    gives is mixed precision (bf16 autocast, float32 optimizer updates); the cpu trains in float32."""
+    from trl import DPOConfig
 
-    Returns ``{"history": DataFrame(step, loss, rewards/margins, …), "out_dir", "steps", "seconds",
-    "seconds_per_step", "device", "n_pairs"}``. ``run``: an MLflow RunHandle for the step metrics."""
-    require_align()
-    import torch
-    from trl import DPOConfig, DPOTrainer
-
-    device = pick_device(settings.device)
-    torch.manual_seed(settings.seed)
-    tokenizer = load_tokenizer(source)
-    dataset = dpo_dataset(rows, tokenizer)
-    steps = settings.total_steps(len(dataset))
-    out_dir = Path(out_dir)
-    work = out_dir.with_name(out_dir.name + ".trainer")
-    config = DPOConfig(
+    return DPOConfig(
         output_dir=str(work), beta=settings.beta, loss_type=[settings.loss_type],
         num_train_epochs=float(settings.epochs), max_steps=int(settings.max_steps or -1),
         per_device_train_batch_size=settings.batch_size, gradient_accumulation_steps=settings.grad_accum,
@@ -160,6 +148,26 @@ def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: s
         report_to=[], save_strategy="no", seed=settings.seed, data_seed=settings.seed,
         use_cpu=device == "cpu", bf16=device == "cuda", gradient_checkpointing=False,
         disable_tqdm=not progress, **settings.extra)
+
+
+def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: str | Path, *,
+              run: Any = None, progress: bool = False) -> dict[str, Any]:
+    """Train one DPO policy from ``source`` on ``rows`` (prompt, chosen, rejected); save it to ``out_dir``.
+
+    Returns ``{"history": DataFrame(step, loss, rewards/margins, …), "out_dir", "steps", "seconds",
+    "seconds_per_step", "device", "n_pairs"}``. ``run``: an MLflow RunHandle for the step metrics."""
+    require_align()
+    import torch
+    from trl import DPOTrainer
+
+    device = pick_device(settings.device)
+    torch.manual_seed(settings.seed)
+    tokenizer = load_tokenizer(source)
+    dataset = dpo_dataset(rows, tokenizer)
+    steps = settings.total_steps(len(dataset))
+    out_dir = Path(out_dir)
+    work = out_dir.with_name(out_dir.name + ".trainer")
+    config = dpo_config(settings, device, steps, work, progress)
     peft_config = None
     if settings.mode == "lora":
         from peft import LoraConfig
@@ -167,7 +175,7 @@ def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: s
         peft_config = LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha,
                                  lora_dropout=settings.lora_dropout, target_modules=list(settings.target_modules),
                                  task_type="CAUSAL_LM")
-    model = load_policy(source, device=device).train()
+    model = load_policy(source, device=device, training=True).train()  # float32 master weights
     history: list[dict[str, Any]] = []
     trainer = DPOTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=peft_config, callbacks=[_callback(run, history)])

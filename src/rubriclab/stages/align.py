@@ -26,6 +26,7 @@ from rubriclab import atomic
 from rubriclab.align import (
     REGIME_LABELS,
     REGIMES,
+    TIE_CREDIT,
     DPOSettings,
     best_of_n,
     comparisons_for,
@@ -128,6 +129,11 @@ def _gateway(ctx: dict[str, Any]) -> Any:
     return ctx["gateway"]
 
 
+def tie_credit(ctx: dict[str, Any]) -> float:
+    """The stage's one tie rule (``align.evaluate.tie_credit``, the paper's 0.5): label agreement and win rates."""
+    return float((ctx["cfg"].get("evaluate") or {}).get("tie_credit", TIE_CREDIT))
+
+
 # -- label -----------------------------------------------------------------------------------------------------
 def run_label(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
     cfg = dict(ctx["cfg"].get("label") or {})
@@ -153,7 +159,8 @@ def run_label(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
             counts[(name, d)] = {"kept": len(part), "flipped": int((~part["agrees_with_human"]).sum()),
                                  **{k: int(((judged["rubric"] == name) & (judged["domain"] == d)
                                             & (judged["status"] == k)).sum()) for k in dropped}}
-    agreement = label_agreement(judged, "seed", "biased", n_boot=int(ctx["cfg"].get("n_boot", 1000)),
+    agreement = label_agreement(judged, "seed", "biased", tie_credit=tie_credit(ctx),
+                                n_boot=int(ctx["cfg"].get("n_boot", 1000)),
                                 confidence=float(ctx["cfg"].get("confidence", 0.95)), seed=ctx["seed"])
     atomic.write_csv(agreement, ctx["out"] / "label_agreement.csv", index=False)
     count_frame = pd.DataFrame([{"rubric": r, "domain": d, **c} for (r, d), c in counts.items()])
@@ -278,8 +285,7 @@ def run_evaluate(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
     frames = []
     texts = [p["prompt"] for p in prompts]
     for name, adapter in policies.items():
-        full = adapter is not None and (adapter / "config.json").exists()
-        model = load_policy(str(adapter) if full else source, adapter=None if full else adapter, device=device)
+        model = load_policy(source, adapter=adapter, device=device)  # a LoRA adapter or a full checkpoint
         cand = generate_candidates(model, tokenizer, texts, n=n, temperature=float(cfg.get("temperature", 0.7)),
                                    top_p=float(cfg.get("top_p", 0.9)), max_new_tokens=int(cfg.get("max_new_tokens", 256)),
                                    seed=ctx["seed"])
@@ -306,16 +312,17 @@ def run_evaluate(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
             ignore_index=True)
     atomic.write_csv(best, out / "best_of_n.csv", index=False)
     comps = comparisons_for(ctx["regimes"], RUBRICS)
-    n_boot, conf, tie = int(ctx["cfg"].get("n_boot", 1000)), float(ctx["cfg"].get("confidence", 0.95)), float(
-        cfg.get("tie_credit", 0.5))
+    n_boot, conf, tie = int(ctx["cfg"].get("n_boot", 1000)), float(ctx["cfg"].get("confidence", 0.95)), tie_credit(ctx)
     judged = judge_outcomes(best, comps, gateway=_gateway(ctx), judge=ctx["third"], rubric=ctx["third_rubric"],
                             seed=ctx["seed"], samples=int(cfg.get("judge_samples", 1)), tie_credit=tie,
                             templates_dir=ctx["templates_dir"])
     rewarded = reward_outcomes(best, comps, tie_credit=tie)
     atomic.write_csv(judged, out / "judge_outcomes.csv", index=False)
     atomic.write_csv(rewarded, out / "reward_outcomes.csv", index=False)
-    rates = pd.concat([win_rates(judged, n_boot=n_boot, confidence=conf, seed=ctx["seed"], source="third-party judge"),
-                       win_rates(rewarded, n_boot=n_boot, confidence=conf, seed=ctx["seed"], source="reward")],
+    rates = pd.concat([win_rates(judged, n_boot=n_boot, confidence=conf, seed=ctx["seed"], source="third-party judge",
+                                 tie_credit=tie),
+                       win_rates(rewarded, n_boot=n_boot, confidence=conf, seed=ctx["seed"], source="reward",
+                                 tie_credit=tie)],
                       ignore_index=True)
     atomic.write_csv(rates, out / "win_rates.csv", index=False)
     win_rate_figure(rates, out / "win_rates.png")
@@ -367,6 +374,14 @@ def _fmt(row: Any) -> str:
     return f"{row['estimate']:.3f} [{row['low']:.2f}, {row['high']:.2f}] (n={int(row['n'])})"
 
 
+def _top_ties(best: pd.DataFrame) -> str:
+    picked = best[best["n_scored"] > 0]
+    tied = int((picked["n_top"] > 1).sum()) if "n_top" in picked else 0
+    return (f"Equal top reward scores: the lowest sample index is kept (the samples are i.i.d. draws, so that is a "
+            f"random pick among the tied ones; the same rule for every policy); {tied} of {len(picked)} best-of-n picks "
+            "had a tied top score (`n_top` in `best_of_n.csv`).")
+
+
 def summarize(ctx: dict[str, Any], labels: dict[str, Any] | None, train: dict[str, Any] | None,
               evaluation: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
     conf, n_boot = float(ctx["cfg"].get("confidence", 0.95)), int(ctx["cfg"].get("n_boot", 1000))
@@ -385,7 +400,9 @@ def summarize(ctx: dict[str, Any], labels: dict[str, Any] | None, train: dict[st
     metrics: dict[str, Any] = {}
     if labels is not None:
         md += ["## Labels", "", f"Intervals: percentile bootstrap over pairs, {conf:.0%}, B={n_boot}. A tie or a "
-               "failed verdict is not a preference: the pair is left out of that rubric's label set (counted).", "",
+               "failed verdict is not a preference: the pair is left out of that rubric's label set (counted). In "
+               f"the agreement a tie counts {tie_credit(ctx):g} (the paper's rule: 0.5 throughout), also between the "
+               "two rubrics (a tie on either side); a failed verdict is left out of n.", "",
                to_markdown(labels["counts"].rename(columns={"kept": "labelled pairs",
                                                             "flipped": "flipped vs human"})), "", "Agreement:", ""]
         t = labels["agreement"].copy()
@@ -400,7 +417,8 @@ def summarize(ctx: dict[str, Any], labels: dict[str, Any] | None, train: dict[st
                + (f" (r={s.lora_r}, α={s.lora_alpha}, dropout={s.lora_dropout}, {', '.join(s.target_modules)})"
                   if s.mode == "lora" else "") + f", lr={s.learning_rate:g}, {s.scheduler}, warmup ratio "
                f"{s.warmup_ratio:g}, batch {s.batch_size}×{s.grad_accum}, max length {s.max_length}, epochs "
-               f"{s.epochs:g}. Step curves: `training/curves.png` and the nested MLflow runs `dpo <policy>`. "
+               f"{s.epochs:g}; float32 weights (with bf16 autocast on cuda: the optimizer updates float32 master weights). "
+               "Step curves: `training/curves.png` and the nested MLflow runs `dpo <policy>`. "
                "logratio = mean log π(chosen|x) − log π(rejected|x) on the policy's own training pairs, before and "
                "after training (the direction the labels pull).", "",
                to_markdown(train["summary"].drop(columns=[c for c in ("rubric", "regime") if c in train["summary"]])),
@@ -420,10 +438,11 @@ def summarize(ctx: dict[str, Any], labels: dict[str, Any] | None, train: dict[st
                *(["Not trained, so not evaluated (their comparisons are counted as failed): "
                   + "; ".join(f"{k} ({v})" for k, v in evaluation["untrained"].items()), ""]
                  if evaluation["untrained"] else []),
+               _top_ties(evaluation["best"]), "",
                f"Identical best responses (a tie without a judge call: the two policies said the same thing): "
                f"{int((evaluation['judged']['status'] == 'identical').sum())} of {len(evaluation['judged'])} "
                "comparisons.", "",
-               f"Win rate of the left policy (ties {cfg.get('tie_credit', 0.5):g}); cells: win% [CI] (n prompts); "
+               f"Win rate of the left policy (ties {tie_credit(ctx):g}); cells: win% [CI] (n prompts); "
                f"percentile bootstrap over prompts, {conf:.0%}, B={n_boot}; columns: <evaluation set>@<training "
                "regime> (B bench-only, T target-only, BT bench+target), the shape of seed 003 Table 4.", ""]
         for source, g in evaluation["rates"].groupby("source", sort=False):
