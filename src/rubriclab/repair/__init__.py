@@ -24,6 +24,7 @@ from rubriclab.repair._operators import (
 )
 from rubriclab.repair._outputs import candidates_table, criterion_diff, curve_figure, diff_markdown
 from rubriclab.repair._packets import KINDS, failure_packets, plan_subsets, render_packet
+from rubriclab.repair._paired import paired_delta_alpha, paired_delta_vfr, paired_deltas
 from rubriclab.repair._refine import Revision, check_candidate, propose, refine_requests
 from rubriclab.repair._refinement import (
     RepairSettings,
@@ -40,6 +41,7 @@ __all__ = [
     "report_markdown", "OPERATOR_NAMES", "Operator", "RepairSettings", "Revision", "candidates_table",
     "check_candidate", "check_operator_names", "criterion_diff", "curve_figure", "delta_label", "describe_operators",
     "diff_markdown", "evaluate_criterion", "evaluate_set", "failure_packets", "grid_results", "operating_point",
-    "operator_subsets", "pareto_front", "parse_delta", "plan_subsets", "propose", "refine_requests",
+    "operator_subsets", "paired_delta_alpha", "paired_delta_vfr", "paired_deltas", "pareto_front", "parse_delta",
+    "plan_subsets", "propose", "refine_requests",
     "render_packet", "report_heldout", "run_grid", "sampling_notes", "search", "select", "study_storage", "verdict",
 ]

@@ -17,6 +17,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from rubriclab.audit import AuditContext, audit_adversarial, audit_reliability
+from rubriclab.audit._validity import ATTACK_BOUNDS, bounds_of
 from rubriclab.data import Pair
 from rubriclab.errors import ConfigError
 from rubriclab.llm import RoleSpec
@@ -63,6 +64,13 @@ class RepairSettings:
     operators: tuple[str, ...] | None = None
     max_criteria: int | None = None
     limits: BudgetLimits = field(default_factory=BudgetLimits)
+    # audit.attack_check as sorted items (the settings stay hashable): what counts as an attack response
+    attack_check: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def attack_bounds(self) -> dict[str, float] | None:
+        """``audit.attack_check`` as ``audit_adversarial`` takes it (None: its defaults)."""
+        return dict(self.attack_check) or None
 
     @classmethod
     def from_params(cls, repair: dict[str, Any], audit: dict[str, Any]) -> RepairSettings:
@@ -76,7 +84,16 @@ class RepairSettings:
                    max_chars=int(packet.get("max_chars", 400)), max_operators=int(repair.get("max_operators", 2)),
                    operators=check_operator_names(list(ops), "repair.operators") if ops else None,
                    max_criteria=repair.get("max_criteria"),
-                   limits=BudgetLimits.from_mapping(repair.get("budget")))
+                   limits=BudgetLimits.from_mapping(repair.get("budget")),
+                   attack_check=_attack_check(audit.get("attack_check")))
+
+
+def _attack_check(given: Any) -> tuple[tuple[str, float], ...]:
+    # refuse a typo before any call, as the audit does; keep only what the user set, as the audit passes it
+    if given is not None and not isinstance(given, dict):
+        raise ConfigError(f"audit.attack_check: {given!r}; expected a mapping of {', '.join(ATTACK_BOUNDS)}")
+    bounds_of(ATTACK_BOUNDS, given, "audit.attack_check")
+    return tuple(sorted((given or {}).items()))
 
 
 def _subsets(settings: RepairSettings) -> list[tuple[str, ...]]:
@@ -98,7 +115,8 @@ def search(rubric: RubricSet, *, pool: list[Pair], dev: list[Pair], ctx: AuditCo
     rel = audit_reliability(rubric, pool, ctx, runs=settings.pool_runs, temperature=settings.pool_run_temperature,
                             axes=("alpha", "flip"), source=f"{source}:pool")
     adv = audit_adversarial(rubric, pool, ctx, n_attacks=settings.pool_attacks, tau=settings.tau, baseline=True,
-                            baseline_reference=settings.baseline_reference, source=f"{source}:pool")
+                            baseline_reference=settings.baseline_reference, source=f"{source}:pool",
+                            attack_bounds=settings.attack_bounds)
     packets = failure_packets(ids, rel, adv, pool, per_kind=settings.per_kind, tau=settings.tau,
                               margin=settings.margin, unstable_spread=settings.unstable_spread,
                               max_chars=settings.max_chars)
@@ -118,7 +136,7 @@ def search(rubric: RubricSet, *, pool: list[Pair], dev: list[Pair], ctx: AuditCo
         entry = criteria[cid]
         c = entry["criterion"]
         entry["original"] = evaluate_criterion(c, dev, ctx, n_attacks=settings.n_attacks, tau=settings.tau,
-                                               source=f"{source}:dev")
+                                               source=f"{source}:dev", attack_bounds=settings.attack_bounds)
         v0 = entry["original"]["vfr"]
         if v0 is None or v0 == 0:
             entry["skipped"] = ("VFR_dev undefined (no scored attack on dev)" if v0 is None else
@@ -130,7 +148,8 @@ def search(rubric: RubricSet, *, pool: list[Pair], dev: list[Pair], ctx: AuditCo
         entry["rows"], entry["rejected"] = proposed["rows"], dict(proposed["rejected"])
         for cand in proposed["candidates"]:
             cand.update(evaluate_criterion(cand["criterion"], dev, ctx, n_attacks=settings.n_attacks,
-                                           tau=settings.tau, source=f"{source}:dev"))
+                                           tau=settings.tau, source=f"{source}:dev",
+                                           attack_bounds=settings.attack_bounds))
             entry["candidates"].append(cand)
     return {"criteria": criteria, "pool": {"reliability": rel["metrics"], "adversarial": adv["metrics"]},
             "n_candidates": n_candidates, "targets": targets}
@@ -168,4 +187,5 @@ def report_heldout(rubric: RubricSet, heldout: list[Pair], ctx: AuditContext, se
                    source: str = "") -> dict[str, Any]:
     """Held-out α and VFR of a (repaired) set, each with its interval and n."""
     return evaluate_set(rubric, heldout, ctx, n_attacks=settings.n_attacks, tau=settings.tau,
-                        source=f"{source}:heldout", baseline_reference=settings.baseline_reference)
+                        source=f"{source}:heldout", baseline_reference=settings.baseline_reference,
+                        attack_bounds=settings.attack_bounds)

@@ -17,7 +17,7 @@ import optuna
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab.audit import context_from_params, to_markdown
+from rubriclab.audit import context_from_params, interval_label, to_markdown
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
@@ -30,6 +30,7 @@ from rubriclab.repair import (
     diff_markdown,
     grid_results,
     operating_point,
+    paired_deltas,
     parse_delta,
     report_heldout,
     run_grid,
@@ -72,17 +73,20 @@ def _study_name(dataset: str, source: str, rs: RubricSet, settings: RepairSettin
     return f"repair-{dataset}-{source}-{hashlib.sha256(blob.encode()).hexdigest()[:10]}"
 
 
-def _metric_row(point: dict, res: dict, before: dict, changed: list[str]) -> dict[str, Any]:
-    def v(m, k="value"):
-        return m.get(k)
-    a, f = res["alpha"], res["vfr"]
-    a0, f0 = v(before["alpha"]), v(before["vfr"])
-    return {"delta": point["delta"], "candidates": point["candidates"],
-            "alpha_heldout": v(a), "alpha_low": v(a, "low"), "alpha_high": v(a, "high"), "alpha_n": v(a, "n"),
-            "vfr_heldout": v(f), "vfr_low": v(f, "low"), "vfr_high": v(f, "high"), "vfr_n": v(f, "n"),
-            "delta_alpha": None if v(a) is None or a0 is None else v(a) - a0,
-            "delta_vfr": None if v(f) is None or f0 is None else v(f) - f0,
-            "n_changed": len(changed), "changed": ",".join(changed)}
+def _metric_row(point: dict, res: dict, deltas: dict, changed: list[str]) -> dict[str, Any]:
+    """One curve row: held-out α and VFR of the repaired set, and Δ (repaired − original) with its paired
+    interval; every interval says its method, level and unit (``*_ci``) and its n."""
+    row: dict[str, Any] = {"delta": point["delta"], "candidates": point["candidates"]}
+    for name, col in (("alpha", "alpha_heldout"), ("vfr", "vfr_heldout")):
+        row.update(_entry_columns(col, name, res[name]))
+    for name in ("alpha", "vfr"):
+        row.update(_entry_columns(f"delta_{name}", f"delta_{name}", deltas[name]))
+    return {**row, "n_changed": len(changed), "changed": ",".join(changed)}
+
+
+def _entry_columns(value_col: str, prefix: str, m: dict[str, Any]) -> dict[str, Any]:
+    return {value_col: m.get("value"), f"{prefix}_low": m.get("low"), f"{prefix}_high": m.get("high"),
+            f"{prefix}_n": m.get("n"), f"{prefix}_ci": interval_label(m.get("ci"))}
 
 
 def repair_source(name: str, rs: RubricSet, *, dataset: str, pool: list, dev: list, heldout: list, ctx, refiner,
@@ -104,22 +108,32 @@ def repair_source(name: str, rs: RubricSet, *, dataset: str, pool: list, dev: li
         # operating points that select the same texts are one measurement (calls and bootstrap alike)
         key = tuple(c.description for c in repaired.criteria)
         if key not in reports:
-            reports[key] = report_heldout(repaired, heldout, ctx, settings, source=name)
+            res = report_heldout(repaired, heldout, ctx, settings, source=name)
+            # Δ against the original on the same held-out units, resampled together (one paired bootstrap);
+            # the original itself is measured first, so it is its own baseline (Δ = 0)
+            base = res if key == original else before
+            res["deltas"] = paired_deltas(base, res, n_boot=ctx.n_boot, confidence=ctx.confidence, seed=ctx.seed)
+            reports[key] = res
         return reports[key]
 
+    original = tuple(c.description for c in rs.criteria)
     before = heldout_of(rs)
+
+    def row_of(point: dict, op: dict) -> dict[str, Any]:
+        res = heldout_of(op["rubric"])
+        return _metric_row(point, res, res["deltas"], op["changed"])
 
     def objective(trial, point):
         op = operating_point(found, rs, point["delta"], point["candidates"])
-        res = heldout_of(op["rubric"])
-        row = _metric_row(point, res, before, op["changed"])
+        row = row_of(point, op)
         points[(point["delta"], point["candidates"])] = {"op": op, "row": row}
         for k, val in row.items():
             trial.set_user_attr(k, None if isinstance(val, float) and not math.isfinite(val) else val)
         with run.trial(f"repair@{dataset}-{name}-delta={delta_label(point['delta'])}-n={point['candidates']}",
                        {"source": name, "delta": delta_label(point["delta"]), "candidates": point["candidates"]}) as t:
-            t.log_metrics({k: val for k, val in row.items() if k not in ("delta", "changed")})
+            t.log_metrics({k: val for k, val in row.items() if k != "delta" and not isinstance(val, str)})
         if row["alpha_heldout"] is None or row["vfr_heldout"] is None:  # measured, but undefined: not a failure
+            res = heldout_of(op["rubric"])
             why = "; ".join(f"{k}: {res[k].get('reason', 'undefined')}" for k in ("alpha", "vfr")
                             if res[k].get("value") is None)
             raise optuna.TrialPruned(f"held-out {why}")
@@ -134,7 +148,7 @@ def repair_source(name: str, rs: RubricSet, *, dataset: str, pool: list, dev: li
         key = (point["delta"], point["candidates"])
         if key not in points:
             op = operating_point(found, rs, point["delta"], point["candidates"])
-            points[key] = {"op": op, "row": _metric_row(point, heldout_of(op["rubric"]), before, op["changed"])}
+            points[key] = {"op": op, "row": row_of(point, op)}
     curve = pd.DataFrame([points[(p["delta"], p["candidates"])]["row"] for p in grid])
     curve.insert(0, "point", ["constrained" if r["delta"] == 0 and r["candidates"] == max_n else
                               "unconstrained" if math.isinf(r["delta"]) and r["candidates"] == max_n else ""
@@ -246,7 +260,8 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
             summary += _summary(name, res)
             for _, r in res["curve"].iterrows():
                 if r["point"]:
-                    for k in ("alpha_heldout", "vfr_heldout", "delta_alpha", "delta_vfr", "n_changed"):
+                    for k in ("alpha_heldout", "vfr_heldout", "delta_alpha", "delta_alpha_low", "delta_alpha_high",
+                              "delta_vfr", "delta_vfr_low", "delta_vfr_high", "n_changed"):
                         flat[f"{name}.{r['point']}.{k}"] = r[k]
             flat[f"{name}.original.alpha_heldout"] = res["before"]["alpha"].get("value")
             flat[f"{name}.original.vfr_heldout"] = res["before"]["vfr"].get("value")
@@ -265,19 +280,33 @@ def _summary(name: str, res: dict[str, Any]) -> list[str]:
     curve = res["curve"].copy()
     curve["delta"] = curve["delta"].map(delta_label)
     cols = ["point", "delta", "candidates", "alpha_heldout", "alpha_low", "alpha_high", "alpha_n", "vfr_heldout",
-            "vfr_low", "vfr_high", "vfr_n", "delta_alpha", "delta_vfr", "n_changed"]
+            "vfr_low", "vfr_high", "vfr_n", "delta_alpha", "delta_alpha_low", "delta_alpha_high", "delta_vfr",
+            "delta_vfr_low", "delta_vfr_high", "n_changed"]
     b = res["before"]
     rej = ", ".join(f"{k} {v}" for k, v in sorted(res["rejected"].items())) or "none"
     skipped = {cid: e["skipped"] for cid, e in res["found"]["criteria"].items() if e["skipped"]}
     md = [f"## {name}", "",
           f"Original on held-out: α {_fmt(b['alpha'])}, VFR {_fmt(b['vfr'])} (intervals: percentile bootstrap over "
           "pairs for α, over prompts for VFR).", "",
+          f"Δα and ΔVFR (repaired − original): {_delta_method(curve)}; the original and the repaired set are "
+          "resampled together, so the interval is of the change itself, not a difference of two intervals.", "",
           f"Candidates rejected by the checker, by rule: {rej}.", ""]
     if skipped:
         md += ["Criteria not repaired:", ""] + [f"- {cid}: {why}" for cid, why in skipped.items()] + [""]
     md += [to_markdown(curve[cols].round(3).fillna("—")), "", f"Diffs: `{name}/diff.md`; candidates: "
            f"`{name}/candidates.csv`; plot: `{name}/curve.png`.", ""]
     return md
+
+
+def _delta_method(curve: pd.DataFrame) -> str:
+    parts = []
+    for name, what in (("delta_alpha", "Δα"), ("delta_vfr", "ΔVFR")):
+        known = curve[curve[f"{name}_ci"] != "no interval"]
+        if known.empty:
+            parts.append(f"{what}: no interval")
+        else:
+            parts.append(f"{what}: {known[f'{name}_ci'].iloc[0]}, n={known[f'{name}_n'].iloc[0]}")
+    return "; ".join(parts)
 
 
 def _fmt(m: dict[str, Any]) -> str:

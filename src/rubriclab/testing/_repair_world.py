@@ -11,6 +11,12 @@ each repair operator is known, so the acceptance rule's right answer is known.
 - ``decomposition``: the refiner returns 170 words (over the structural budget).
 - ``false_positive_anchors``: the refiner returns no JSON.
 So at δ = 0 the ``do_not_reward`` candidate is chosen, at δ = ∞ the ``abstract_to_observable`` one.
+
+Options of ``repair_world`` (off by default, so the above holds):
+- ``dev_only=<operator>``: that operator's sentence makes every attack score 3 on the prompts of dev pairs
+  (``world_pairs(n, "dev")``) and changes nothing elsewhere: VFR_dev 0, held-out VFR stays 1, α unchanged.
+  A search that accepts on dev keeps it; one that accepts on held-out does not.
+- ``log=[]``: every call of every role is appended as ``(role name, user text)``, in call order.
 """
 
 from __future__ import annotations
@@ -42,7 +48,11 @@ def _section(text: str, head: str) -> str:
     return m.group(1) if m else ""
 
 
-def panel_judge(seat: int):
+def _on_dev(text: str) -> bool:
+    return re.search(r"Question dev\d+:", _section(text, "User Prompt")) is not None
+
+
+def panel_judge(seat: int, dev_only: str | None = None):
     def judge(messages, params):
         text = _user(messages)
         crit = _definition(text)
@@ -56,7 +66,8 @@ def panel_judge(seat: int):
         if "ATTACK" not in resp:
             return "REASONING: genuine.\nSCORE: 8"
         variant = int(re.search(r"variant-(\d+)", resp).group(1))
-        if MARK["abstract_to_observable"] in crit or (MARK["do_not_reward"] in crit and variant % 2 == 0):
+        overfit = dev_only is not None and MARK[dev_only] in crit and _on_dev(text)
+        if overfit or MARK["abstract_to_observable"] in crit or (MARK["do_not_reward"] in crit and variant % 2 == 0):
             return "REASONING: padding.\nSCORE: 3"
         return "REASONING: impressive.\nSCORE: 9"
     return judge
@@ -91,14 +102,28 @@ def refiner(messages, params):
     return json.dumps({"operators": ops, "description": f"{original} {extra}", "rationale": "closes padding"})
 
 
-def repair_world(tag: str = "", seats: int = 2) -> dict[str, RoleSpec | list[RoleSpec]]:
-    """Roles of the scripted world: ``judges`` (a panel of ``seats``), ``attacker``, ``verifier``, ``refiner``."""
+def repair_world(tag: str = "", seats: int = 2, *, dev_only: str | None = None,
+                 log: list[tuple[str, str]] | None = None) -> dict[str, RoleSpec | list[RoleSpec]]:
+    """Roles of the scripted world: ``judges`` (a panel of ``seats``), ``attacker``, ``verifier``, ``refiner``;
+    ``dev_only`` and ``log``: see the module doc."""
+    if dev_only is not None and dev_only not in MARK:
+        raise ValueError(f"repair_world: dev_only={dev_only!r}; expected one of {sorted(MARK)}")
+
     def role(name: str, script) -> RoleSpec:
+        if log is not None:
+            script = _logged(name, script, log)
         return RoleSpec(name=name, model=scripted_model(f"{name}{tag}", script), parse_retries=0)
 
-    return {"judges": [role(f"judge{j}", panel_judge(j)) for j in range(seats)],
+    return {"judges": [role(f"judge{j}", panel_judge(j, dev_only)) for j in range(seats)],
             "attacker": role("attacker", attacker), "verifier": role("verifier", verifier),
             "refiner": role("refiner", refiner)}
+
+
+def _logged(name: str, script, log: list[tuple[str, str]]):
+    def run(messages, params):
+        log.append((name, _user(messages)))  # list.append is atomic: the gateway may call from threads
+        return script(messages, params)
+    return run
 
 
 def world_pairs(n: int, prefix: str = "p") -> list[Pair]:
