@@ -129,12 +129,15 @@ def test_broken_candidates_cost_no_judge_call_and_a_repeated_text_is_one_candida
     roles = drift_world("broken")
     roles["refiner"] = RoleSpec(name="refiner", model=scripted_model("drift-broken-refiner", refiner),
                                 temperature=0.7, concurrency=1)
-    ctx = _ctx(store, roles, SMALL.with_(val_budget=4))
+    ctx = _ctx(store, roles, SMALL.with_(val_budget=4, refill=2))
     res = run_method(ctx, "icl")
     statuses = [c.status for c in ctx.registry.candidates]
-    assert statuses.count("ok") == 1 and statuses.count("duplicate") == 1
-    assert sum(s.startswith("constraint") for s in statuses) == 2
+    # 4 proposals, then up to 2 × 4 more to replace the broken and repeated ones: the cap is hit
+    assert len(statuses) == 12 and statuses.count("ok") == 1 and statuses.count("duplicate") == 5
+    assert sum(s.startswith("constraint") for s in statuses) == 6
     assert len(res["pool"]) == 1  # one text validated, however often it was proposed
+    assert "validated 1 of the 4-candidate budget" in res["reason"] and "8 of 8 extra" in res["reason"]
+    assert res["extra"]["refill"] == {"extra_proposals": 8, "cap": 8, "short": True}
     # judge calls: the seed on the train subsample + seed and the one usable text on val, nothing else
     n_sub = len(ctx.data.subsample(SMALL.subsample, 0, SMALL.seed))
     assert scripted_provider().calls["drift-judge-broken"] == n_sub + 2 * len(ctx.data.both("val"))

@@ -140,3 +140,21 @@ def test_cli_search_writes_only_its_own_folder(project, capsys):
     assert "Method comparison on test" in printed and "outputs/drift_cli/world" in printed
     assert (root / "outputs/drift_cli/world/selected.jsonl").exists()
     assert stage_out.read_bytes() == before and dict(scripted_provider().calls) == calls
+
+
+def test_outputs_state_the_budget_the_failed_verdict_rule_and_bh(project):
+    out = project["root"] / "outputs/drift/world"
+    selection = pd.read_csv(out / "selection.csv").fillna({"budget_note": ""}).set_index("method")
+    budget = project["params"]["drift"]["val_budget"]
+    for m in ("random", "icl", "textgrad", "ours"):
+        r = selection.loc[m]
+        assert r["proposed"] >= r["validated"]
+        # the whole budget, or the shortfall said beside it (ICL's refinements of the seed are all one text here)
+        assert r["validated"] == budget or f"validated {r['validated']} of the {budget}-candidate budget" in r[
+            "budget_note"], (m, r.to_dict())
+    table = pd.read_csv(out / "comparison.csv").set_index("method")
+    assert pd.isna(table.loc["seed", "d_target_p_bh"])
+    assert (table.drop(index="seed")["d_target_p_bh"] >= table.drop(index="seed")["d_target_p"] - 1e-12).all()
+    summary = (out / "summary.md").read_text()
+    assert "no more failed verdicts than the seed's" in summary and "p_BH=" in summary
+    assert "Agreement counts a tie as 0.5" in summary  # the paper's tie credit by default

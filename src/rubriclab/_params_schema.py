@@ -403,6 +403,7 @@ class Drift(Section):
     limits: DriftLimits | None = None
     methods: list[_lit(DRIFT_METHODS)] = None
     val_budget: PosInt = None
+    refill: NonNegInt = None
     samples: PosInt = None
     tie_credit: Share = None
     max_chars: PosInt = None
@@ -493,7 +494,7 @@ class ProbeRubricSets(Section):
 
 class Counterfactual(Section):
     datasets: list[Name] = None
-    n_items: NonNegInt | None = None  # null: all
+    n_items: NonNegInt | None = None  # conversations, one rubric item each; null: all
 
 
 class Probe(Section):

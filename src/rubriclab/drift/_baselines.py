@@ -9,6 +9,10 @@ current instruction (the optimised variable) → judge the rewrite on a mini-bat
 objective) → a critic's textual gradient on the instruction → the optimiser applies it. Each step's rubric is
 validated; after ``tg_rollback`` consecutive steps that fail the benchmark constraint on val, the instruction
 reverts to the best one so far (lowest target-val among feasible steps) and optimisation resumes.
+
+Every method validates exactly ``val_budget`` distinct usable candidates: a proposal that breaks a hard
+constraint or repeats a text costs no validation and is replaced, up to ``refill × val_budget`` extra proposals
+(random search and ICL: more samples; TextGrad: more steps); a method left short by that cap says so.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from rubriclab.drift._refine import (
     rewrite_request,
     update_request,
 )
-from rubriclab.drift._search import _live, icl_candidates
+from rubriclab.drift._search import _live, icl_candidates, refill_pool
 from rubriclab.drift._select import validate
 from rubriclab.llm import Gateway, RoleSpec
 from rubriclab.rubrics import JudgeTemplate
@@ -39,26 +43,38 @@ def random_search(seed: JudgeTemplate, *, registry: Registry, refiner: RoleSpec,
     [g] = gateway.run([guidelines_request(seed, refiner, templates_dir=templates_dir)], desc="random: guidelines")
     if not g.ok:
         return {"pool": [], "note": f"guideline distillation failed: {g.parse_error or g.error}"}
-    requests = [random_request(seed, g.value, refiner, sample_index=i, templates_dir=templates_dir)
-                for i in range(settings.val_budget)]
-    results = run_refiner(gateway, requests, "random: variants")
-    cands = [registry.from_result("random", res, parent="seed", gen_step=0) for res in results]
-    return {"pool": _live(cands, registry), "guidelines": g.value}
+
+    def variants(start: int, n: int) -> list[Candidate]:
+        requests = [random_request(seed, g.value, refiner, sample_index=i, templates_dir=templates_dir)
+                    for i in range(start, start + n)]
+        results = run_refiner(gateway, requests, "random: variants")
+        return [registry.from_result("random", res, parent="seed", gen_step=0) for res in results]
+
+    first = variants(0, settings.val_budget)
+    pool, refill = refill_pool(first, lambda start, n: variants(settings.val_budget + start, n), settings, registry)
+    return {"pool": pool, "guidelines": g.value, "refill": refill}
 
 
 def few_shot_icl(seed: JudgeTemplate, *, data: DriftData, judging: Judging, registry: Registry, refiner: RoleSpec,
                  settings: DriftSettings, gateway: Gateway, templates_dir: str | None = None) -> dict[str, Any]:
     """``val_budget`` few-shot ICL refinements of the seed (the search's first ``population`` are the same
     requests, so they come from the call store)."""
-    cands = icl_candidates(seed, settings.val_budget, method="icl", data=data, judging=judging, registry=registry,
-                           refiner=refiner, settings=settings, gateway=gateway, templates_dir=templates_dir)
-    return {"pool": _live(cands, registry)}
+
+    def refinements(start: int, n: int) -> list[Candidate]:
+        return icl_candidates(seed, n, method="icl", data=data, judging=judging, registry=registry, refiner=refiner,
+                              settings=settings, gateway=gateway, templates_dir=templates_dir, start=start)
+
+    first = refinements(0, settings.val_budget)
+    pool, refill = refill_pool(first, lambda start, n: refinements(settings.val_budget + start, n), settings,
+                               registry)
+    return {"pool": pool, "refill": refill}
 
 
 def textgrad(seed: JudgeTemplate, *, data: DriftData, judging: Judging, registry: Registry, refiner: RoleSpec,
              settings: DriftSettings, gateway: Gateway, seed_val: dict[str, Any],
              templates_dir: str | None = None) -> dict[str, Any]:
-    """TextGrad-style optimisation of the rewriting instruction, ``val_budget`` steps."""
+    """TextGrad-style optimisation of the rewriting instruction: a step per rewrite until ``val_budget``
+    distinct usable rewrites were validated (at most ``refill × val_budget`` steps more)."""
     s = settings
     instruction = best_instruction = INITIAL_INSTRUCTION
     best_target = float("inf")
@@ -66,7 +82,10 @@ def textgrad(seed: JudgeTemplate, *, data: DriftData, judging: Judging, registry
     steps: list[dict[str, Any]] = []
     pool: list[Candidate] = []
     by_id = data.by_id
-    for step in range(s.val_budget):
+    max_steps = s.val_budget * (1 + s.refill)
+    step = -1
+    while len(pool) < s.val_budget and step + 1 < max_steps:
+        step += 1
         [res] = gateway.run([rewrite_request(seed, instruction, refiner, sample_index=step, tag=("rewrite", step),
                                              templates_dir=templates_dir)], desc=f"textgrad step {step + 1}: rewrite")
         cand = registry.from_result("textgrad", res, parent="seed", gen_step=step)
@@ -111,4 +130,6 @@ def textgrad(seed: JudgeTemplate, *, data: DriftData, judging: Judging, registry
         else:
             record["feedback_failed"] = fb.parse_error or fb.error
         steps.append(record)
-    return {"pool": pool, "steps": steps, "final_instruction": instruction}
+    extra = max(0, step + 1 - s.val_budget)
+    refill = {"extra_proposals": extra, "cap": s.refill * s.val_budget, "short": len(pool) < s.val_budget}
+    return {"pool": pool, "steps": steps, "final_instruction": instruction, "refill": refill}

@@ -30,7 +30,8 @@ class DriftSettings:
     """Every knob of the search and its baselines (``drift:`` in params.yaml); [paper defaults] in comments."""
 
     methods: tuple[str, ...] = METHODS
-    val_budget: int = 30          # candidates each method may evaluate on val [30]
+    val_budget: int = 30          # candidates each method evaluates on val [30]
+    refill: int = 2               # invalid/repeated proposals are replaced by up to refill × val_budget more
     population: int = 12          # initial few-shot ICL population [12]
     rounds: int = 4               # T [4]
     subsample: float = 0.2        # share of each train split judged per round [20%]
@@ -44,7 +45,7 @@ class DriftSettings:
     tg_target: int = 4            # TextGrad mini-batch: target cases [4]
     tg_rollback: int = 3          # revert to the best prompt after this many infeasible steps [3]
     samples: int = 1              # judge draws per verdict (majority)
-    tie_credit: float = 0.0       # agreement credit of a tied verdict
+    tie_credit: float = 0.5       # agreement credit of a tied verdict [0.5, "used throughout the paper"]
     n_boot: int = 1000
     confidence: float = 0.95
     seed: int = 42
@@ -54,7 +55,7 @@ class DriftSettings:
         cfg = dict(cfg or {})
         search, tg, cases = dict(cfg.get("search") or {}), dict(cfg.get("textgrad") or {}), dict(cfg.get("cases") or {})
         values: dict[str, Any] = {"seed": int(data_seed)}
-        for key in ("val_budget", "samples", "tie_credit", "n_boot", "confidence", "max_chars"):
+        for key in ("val_budget", "refill", "samples", "tie_credit", "n_boot", "confidence", "max_chars"):
             if key in cfg:
                 values[key] = cfg[key]
         if "methods" in cfg:
@@ -76,7 +77,7 @@ class DriftSettings:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"params.yaml: drift {name}={v!r}; expected an integer ≥ 1")
-        for name in ("cases_bench", "cases_target", "tg_bench", "tg_target"):
+        for name in ("cases_bench", "cases_target", "tg_bench", "tg_target", "refill"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ConfigError(f"params.yaml: drift {name}={v!r}; expected an integer ≥ 0")

@@ -21,12 +21,14 @@ def _ci(v: float, lo: float, hi: float) -> str:
 
 
 def comparison_markdown(table: pd.DataFrame) -> str:
-    """Bench ↑, Target ↓, Gap ↑ per method with intervals and n, plus Δ target vs seed (paired)."""
-    lines = ["| Method | Selected | Bench ↑ | Target ↓ | Gap (Bench − Target) ↑ | Δ Target vs seed (p) | n bench / target "
-             "| ties / failed |", "|---|---|---|---|---|---|---|---|"]
+    """Bench ↑, Target ↓, Gap ↑ per method with intervals and n, plus Δ target vs seed (paired; p raw and
+    BH-adjusted across methods)."""
+    lines = ["| Method | Selected | Bench ↑ | Target ↓ | Gap (Bench − Target) ↑ | Δ Target vs seed (p; p BH) "
+             "| n bench / target | ties / failed |", "|---|---|---|---|---|---|---|---|"]
     for r in table.to_dict("records"):
         d_t = "(reference)" if r["method"] == "seed" else (
-            f"{r['d_target']:+.3f} [{r['d_target_low']:.2f}, {r['d_target_high']:.2f}] (p={r['d_target_p']:.3g})"
+            f"{r['d_target']:+.3f} [{r['d_target_low']:.2f}, {r['d_target_high']:.2f}] (p={r['d_target_p']:.3g}; "
+            f"p_BH={r.get('d_target_p_bh', float('nan')):.3g})"
             if isinstance(r.get("d_target"), float) and not math.isnan(r["d_target"]) else "—")
         lines.append(
             f"| {LABELS.get(r['method'], r['method'])} | {r['rubric']} | {_ci(r['bench'], r['bench_low'], r['bench_high'])} "
@@ -69,12 +71,15 @@ def comparison_figure(table: pd.DataFrame, title: str, caption: str):
 
 
 def method_rows(results: dict[str, dict[str, Any]], seed_val: dict[str, Any]) -> pd.DataFrame:
-    """Per method: candidates validated, feasible, the selection and why (selection on val)."""
+    """Per method: proposals, candidates validated (of the budget; ``budget_note`` says why one fell short),
+    feasible, the selection and why (selection on val)."""
     rows = []
     for label, r in results.items():
         sel = r["selected"]
+        extra = r.get("extra", {})
         rows.append({
-            "method": label, "validated": len(r["pool"]), "feasible": sum(bool(c.feasible_val) for c in r["pool"]),
+            "method": label, "proposed": extra.get("proposed", 0), "validated": len(r["pool"]),
+            "budget_note": extra.get("budget_note", ""), "feasible": sum(bool(c.feasible_val) for c in r["pool"]),
             "selected": ("seed" if sel is None else sel.prompt_id if sel.method == label
                          else f"{sel.prompt_id} (same text, proposed again)"),
             "val_bench": sel.val["bench"]["agreement"] if sel is not None else seed_val["bench"]["agreement"],

@@ -73,7 +73,22 @@ def run_method(ctx: DriftContext, method: str, settings: DriftSettings | None = 
         why = ", ".join(f"{n} {rule}" for rule, n in sorted(rejected.items())) or "no proposal"
         reason = f"no usable candidate ({why}); the seed is kept" + (f"; {res['note']}" if res.get("note") else "")
     extra = {k: v for k, v in res.items() if k != "pool"}
+    extra["proposed"] = sum(c.method == label for c in ctx.registry.candidates)
+    shortfall = budget_shortfall(len(pool), s, extra)
+    if shortfall:
+        reason = f"{reason}; {shortfall}"
+    extra["budget_note"] = shortfall
     return {"method": label, "pool": pool, "selected": chosen, "reason": reason, "extra": extra}
+
+
+def budget_shortfall(n_pool: int, s: DriftSettings, extra: dict[str, Any]) -> str:
+    """'' when the method validated its whole budget, else what left it short (said in the outputs)."""
+    if n_pool >= s.val_budget:
+        return ""
+    refill = extra.get("refill") or {}
+    return (f"validated {n_pool} of the {s.val_budget}-candidate budget: invalid or repeated proposals were not "
+            f"replaced within the refill cap ({refill.get('extra_proposals', 0)} of {refill.get('cap', 0)} extra "
+            f"proposals, {extra['proposed']} in all)")
 
 
 def selected_template(ctx: DriftContext, result: Mapping[str, Any]) -> JudgeTemplate:
@@ -96,6 +111,7 @@ def archive_frame(ctx: DriftContext) -> pd.DataFrame:
             row[f"val_{d}"] = v.get("agreement", np.nan)
             row[f"val_{d}_n"] = v.get("n", np.nan)
         row["feasible_val"] = c.feasible_val
+        row["infeasible_because"] = c.note
         row["chars"] = len(c.text or "")
         row["text"] = c.text
         rows.append(row)

@@ -6,11 +6,14 @@ each kept rubric ``children`` refined children, each from independently sampled 
 benchmark disagreements, and its target agreements shown as errors). G_{t+1} = kept ∪ children. Every
 candidate goes to the archive. The final validation pool takes the same number of top-ranked rubrics from
 each round, later rounds first (the last round's children, never scored on train, count as the latest), until
-the validation budget is reached.
+the validation budget is reached. When invalid or repeated proposals leave fewer distinct usable rubrics than
+the budget, the last round's kept rubrics get further children (up to ``refill × val_budget`` more proposals;
+the same rule refills every baseline), so every method validates the same number of candidates.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rubriclab.data import stable_hash
@@ -22,14 +25,14 @@ from rubriclab.rubrics import JudgeTemplate
 
 def icl_candidates(seed: JudgeTemplate, n: int, *, method: str, data: DriftData, judging: Judging,
                    registry: Registry, refiner: RoleSpec, settings: DriftSettings, gateway: Gateway,
-                   templates_dir: str | None = None) -> list[Candidate]:
-    """Few-shot ICL: ``n`` refinements of the seed, each from its own sample of asymmetric error cases taken
-    from the seed's judgments on the round-0 train subsample."""
+                   templates_dir: str | None = None, start: int = 0) -> list[Candidate]:
+    """Few-shot ICL: ``n`` refinements of the seed (numbered from ``start``), each from its own sample of
+    asymmetric error cases taken from the seed's judgments on the round-0 train subsample."""
     sub = data.subsample(settings.subsample, 0, settings.seed)
     rows = judging.rows({"seed": seed}, sub, desc="seed on train subsample")
     by_id = data.by_id
     requests = []
-    for i in range(n):
+    for i in range(start, start + n):
         cases = error_cases(rows, by_id, seed=stable_hash("icl-cases", settings.seed, i), data_seed=settings.seed,
                             n_bench=settings.cases_bench, n_target=settings.cases_target, bench_domain="bench")
         requests.append(refine_request(seed.text, cases, seed, refiner, sample_index=i, tag=i,
@@ -83,7 +86,44 @@ def biased_search(seed: JudgeTemplate, *, data: DriftData, judging: Judging, reg
     last = [c for c in current if not c.train.get(s.rounds - 1)]  # the last round's children
     if last:
         ranked_by_round.append(last)
-    return {"rounds": rounds, "pool": final_pool(ranked_by_round, s.val_budget)}
+    pool = final_pool(ranked_by_round, s.val_budget)
+
+    def more_children(start: int, n: int) -> list[Candidate]:
+        # further children of the last round's kept rubrics (the seed's ICL refinements if none was kept)
+        if not kept:
+            return icl_candidates(seed, n, method=method, data=data, judging=judging, registry=registry,
+                                  refiner=refiner, settings=s, gateway=gateway, templates_dir=templates_dir,
+                                  start=s.population + start)
+        requests, parents = [], []
+        for i in range(start, start + n):
+            c, j = kept[i % len(kept)], s.children + i // len(kept)
+            cases = error_cases(rows[rows["rubric"] == c.prompt_id], by_id, seed=stable_hash("children", s.seed,
+                                s.rounds - 1, c.prompt_id, j), data_seed=s.seed, n_bench=s.cases_bench,
+                                n_target=s.cases_target, bench_domain="bench")
+            requests.append(refine_request(c.text, cases, seed, refiner, sample_index=j, tag=(c.prompt_id, j),
+                                           templates_dir=templates_dir, max_chars=s.max_chars))
+            parents.append(c.prompt_id)
+        results = run_refiner(gateway, requests, f"{method}: refill refinements")
+        return [registry.from_result(method, res, parent=p, gen_step=s.rounds)
+                for res, p in zip(results, parents)]
+
+    pool, refill = refill_pool(pool, more_children, s, registry)
+    return {"rounds": rounds, "pool": pool, "refill": refill}
+
+
+def refill_pool(pool: list[Candidate], propose: Callable[[int, int], list[Candidate]], settings: DriftSettings,
+                registry: Registry) -> tuple[list[Candidate], dict[str, Any]]:
+    """Top ``pool`` up to ``val_budget`` distinct usable candidates with ``propose(start, n)`` batches (RIPD:
+    "until the validation budget is reached"), at most ``refill × val_budget`` extra proposals; the record
+    says how many were made and whether the cap left the pool short."""
+    budget, cap = settings.val_budget, settings.refill * settings.val_budget
+    pool = _live(pool, registry)[:budget]
+    made = 0
+    while len(pool) < budget and made < cap:
+        n = min(budget - len(pool), cap - made)
+        pool = _live(pool + propose(made, n), registry)[:budget]
+        made += n
+    return pool, {"extra_proposals": made, "cap": cap, "short": len(pool) < budget}
 
 
 def _live(cands: list[Candidate], registry: Registry) -> list[Candidate]:

@@ -1,11 +1,16 @@
 """Selection on validation (seed 003 Eq. 5–6) and the report on test (Tables 1–2).
 
-Feasible = benchmark-val agreement ≥ the seed's (no tolerance: the paper's Eq. 5); the selected rubric is the
-feasible one with the lowest target-val agreement (ties: higher benchmark-val, then earlier in the pool).
-With no feasible candidate the method keeps the seed, and says so. On test every method's selected rubric gets
+Feasible = benchmark-val agreement ≥ the seed's (no tolerance: the paper's Eq. 5) and, on each val split, no
+more failed verdicts than the seed's (the same pairs). Agreement leaves failed verdicts out, so without the
+second rule a rubric could reach the benchmark by making the judge fail on pairs it gets wrong, or fake a
+target drop by making it fail on pairs it gets right. The selected rubric is the feasible one with the lowest
+target-val agreement (ties: higher benchmark-val, then earlier in the pool). With no feasible candidate the
+method keeps the seed, and says so. On test every method's selected rubric gets
 benchmark and target agreement (percentile bootstrap over pairs), the gap bench − target (two-sample
 bootstrap: different pairs) and the paired change against the seed on each domain (paired bootstrap over the
-same pairs), all with n, ties and failures.
+same pairs), all with n, ties and failures. The paired p-values vs the seed are one family per domain across
+the methods: each comes raw (``d_target_p``) and Benjamini–Hochberg adjusted across methods
+(``d_target_p_bh``), as the drift gate adjusts across domains.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ import pandas as pd
 from rubriclab.drift._engine import Candidate, DriftData, DriftSettings, Judging
 from rubriclab.judging import credit
 from rubriclab.rubrics import JudgeTemplate
-from rubriclab.stats import paired_bootstrap, two_sample_bootstrap
+from rubriclab.stats import bh_adjust, paired_bootstrap, two_sample_bootstrap
 
 
 def seed_on_val(seed: JudgeTemplate, *, data: DriftData, judging: Judging) -> dict[str, Any]:
@@ -35,10 +40,22 @@ def validate(cands: Sequence[Candidate], seed_val: dict[str, Any], *, data: Drif
         rows = judging.rows({c.prompt_id: c.template() for c in todo}, data.both("val"), desc="candidates on val")
         for c in todo:
             c.val = judging.scores(rows[rows["rubric"] == c.prompt_id])
-    base = seed_val["bench"]["agreement"]
     for c in cands:
-        b = c.val["bench"]["agreement"]
-        c.feasible_val = bool(np.isfinite(b) and np.isfinite(base) and b >= base)
+        why = infeasible_because(c.val, seed_val)
+        c.feasible_val = why is None
+        c.note = why or ""
+
+
+def infeasible_because(val: dict[str, Any], seed_val: dict[str, Any]) -> str | None:
+    """Why a candidate's val scores break Eq. 5 or the failed-verdict rule; None when feasible."""
+    b, base = val["bench"]["agreement"], seed_val["bench"]["agreement"]
+    if not (np.isfinite(b) and np.isfinite(base) and b >= base):
+        return f"bench-val {b:.3f} < seed's {base:.3f}"
+    for d in ("bench", "target"):
+        mine, seed = val[d].get("n_failed", 0), seed_val[d].get("n_failed", 0)
+        if mine > seed:
+            return f"{mine} failed {d}-val verdicts > seed's {seed}"
+    return None
 
 
 def select(pool: Sequence[Candidate], seed_val: dict[str, Any]) -> tuple[Candidate | None, str]:
@@ -48,7 +65,7 @@ def select(pool: Sequence[Candidate], seed_val: dict[str, Any]) -> tuple[Candida
     feasible = [c for c in pool if c.feasible_val and np.isfinite(c.val["target"]["agreement"])]
     if not feasible:
         return None, (f"no feasible candidate: none of {len(pool)} reached the seed's benchmark-val agreement "
-                      f"({seed_val['bench']['agreement']:.3f})")
+                      f"({seed_val['bench']['agreement']:.3f}) with no more failed val verdicts than the seed's")
     order = {c.prompt_id: i for i, c in enumerate(pool)}
     best = min(feasible, key=lambda c: (c.val["target"]["agreement"], -c.val["bench"]["agreement"],
                                         order[c.prompt_id]))
@@ -79,9 +96,24 @@ def report_on_test(selected: dict[str, JudgeTemplate], *, data: DriftData, judgi
         for d in ("bench", "target"):
             row.update(_vs_seed(r, seed_rows, d, s) if seed_rows is not None else {})
         out.append(row)
-    table = pd.DataFrame(out)
+    table = adjust_across_methods(pd.DataFrame(out))
     table.attrs["ci"] = (f"{level} percentile bootstrap over pairs (B={s.n_boot}); gap: two-sample bootstrap "
-                         f"(bench and target resampled separately); Δ vs seed: paired bootstrap over the same pairs")
+                         f"(bench and target resampled separately); Δ vs seed: paired bootstrap over the same pairs, "
+                         f"p raw and Benjamini–Hochberg adjusted across methods (per domain)")
+    return table
+
+
+def adjust_across_methods(table: pd.DataFrame) -> pd.DataFrame:
+    """``d_<domain>_p_bh``: BH across the methods compared with the seed (the seed row, its own reference,
+    is not a hypothesis; NaN p-values are not counted)."""
+    others = table["method"] != "seed" if "method" in table else pd.Series(True, index=table.index)
+    for d in ("bench", "target"):
+        col = f"d_{d}_p"
+        if col not in table:
+            continue
+        adj = np.full(len(table), np.nan)
+        adj[others.to_numpy()] = bh_adjust(table.loc[others, col].to_numpy(dtype=float))
+        table.insert(table.columns.get_loc(col) + 1, f"{col}_bh", adj)
     return table
 
 

@@ -283,6 +283,12 @@ def _summary(setting, data, seed, settings, models, embedded, comparison, select
                            for r in comparison.to_dict("records") if isinstance(r.get("win_rate"), float)
                            and math.isfinite(r["win_rate"])) + ".", ""]
     md += ["## Selection on val (Eq. 5–6: feasible = bench-val ≥ seed's; lowest target-val)", "",
+           "Failed verdicts: agreement leaves them out, so a candidate is feasible only with no more failed "
+           "verdicts than the seed's on each val split (bench and target, the same pairs): failing cannot buy "
+           "benchmark feasibility or a target drop. Budget: every method validates "
+           f"{settings.val_budget} distinct usable candidates; invalid or repeated proposals are replaced by up to "
+           f"{settings.refill} × {settings.val_budget} more proposals (`budget_note` says where that cap left a "
+           "method short). Δ vs seed p-values: raw and Benjamini–Hochberg adjusted across methods (p_BH).", "",
            to_markdown(selection.round(3).fillna("—")), ""]
     rej = ctx.registry.rejected()
     md += [f"Candidates proposed: {len(ctx.registry.candidates)}; usable: "
