@@ -63,7 +63,7 @@ def test_planted_wording_is_recovered():
     for model in ("nb", "lr"):
         row = _est(t, model, "balanced_accuracy")
         assert row["low"] > 0.8, (model, row.to_dict())
-        assert row["ci_unit"] == "records"
+        assert row["ci_unit"] == "record-text clusters"
     assert _est(t, "majority", "balanced_accuracy")["estimate"] == pytest.approx(0.5)
     leak = res["leakage"]
     assert leak["model"] in ("nb", "lr") and leak["selected_by"] == "cv mean balanced accuracy"
@@ -94,17 +94,21 @@ def test_random_labels_cover_chance():
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_group_split_keeps_records_together(seed):
-    items = planted_items(n_records=40, per=4)
+def test_group_split_keeps_records_and_texts_together(seed):
+    items = planted_items(n_records=40, per=4)  # the filler wording recurs across records
     res = run_probe(items, models=("majority", "lr"), n_boot=200, seed=seed)
     test_records = set(res["predictions"]["record_id"])
-    train_records = set(items["record_id"]) - test_records
-    assert not test_records & train_records
-    # every item of a held-out record is held out
-    assert len(res["predictions"]) == items["record_id"].isin(test_records).sum()
+    train = items[~items["record_id"].isin(test_records)]
+    test = items[items["record_id"].isin(test_records)]
+    # every item of a held-out record is held out, and no wording (casefolded) is on both sides
+    assert len(res["predictions"]) == len(test)
+    assert not set(train["criterion"].str.lower()) & set(test["criterion"].str.lower())
     s = res["split"]
-    assert s["overlap_records"] == 0 and s["n_train_records"] + s["n_test_records"] == 40
-    assert s["n_test_records"] == 8  # 20% of 40 records
+    assert s["overlap_records"] == 0 and s["overlap_texts"] == 0 and s["n_test_items_overlapping"] == 0
+    assert s["n_train_records"] + s["n_test_records"] == 40
+    assert s["n_test_groups"] == int(np.ceil(0.2 * s["n_groups"]))  # 20% of the clusters
+    shared = items.groupby(items["criterion"].str.lower())["record_id"].nunique()
+    assert s["n_texts_in_several_records"] == int((shared > 1).sum()) > 0
 
 
 # -- (4) failed labels --------------------------------------------------------------------------------------
@@ -244,7 +248,12 @@ def test_transfer_between_datasets():
                        balance="none", n_boot=500, confidence=0.95)
     lr = _est(t, "lr", "balanced_accuracy")
     assert lr["train"] == "eval" and lr["test"] == "hard" and lr["low"] > 0.8
-    assert lr["n"] == 118 and lr["n_failed_labels_excluded"] == 2 and lr["ci_unit"] == "records"
+    # test items whose wording is also in training are left out and counted (none shares a record here)
+    labelled = b[b["label"].notna()]
+    fresh = ~labelled["criterion"].str.lower().isin(set(a["criterion"].str.lower()))
+    assert lr["n"] == lr["n_test"] == int(fresh.sum()) and lr["n_test_dropped_overlap"] == int((~fresh).sum()) > 0
+    assert lr["n_test_dropped_record"] == 0 and lr["n_failed_labels_excluded"] == 2
+    assert lr["ci_unit"] == "record-text clusters"
     assert t[t["model"] == "embed"]["reason"].str.contains("embed").all()
     # a different cue in the test set: the wording does not transfer
     c = planted_items(n_records=40, seed=6, cue="should cover", dataset="rr")

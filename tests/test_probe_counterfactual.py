@@ -17,11 +17,12 @@ from rubriclab.testing import scripted_model, scripted_provider
 COLUMNS = ["item_id", "dataset", "record_id", "prompt", "criterion", "points", "tags", "response", "response_source"]
 
 
-def make_items(n: int = 6, response: str | None = "A plain answer.", negative_every: int = 3) -> pd.DataFrame:
+def make_items(n: int = 6, response: str | None = "A plain answer.", negative_every: int = 3,
+               per_record: int = 1) -> pd.DataFrame:
     rows = []
     for i in range(n):
-        rows.append({"item_id": f"it{i}", "dataset": "demo", "record_id": f"r{i // 2}",
-                     "prompt": f"user: question number {i // 2}?", "criterion": f"Mentions fact {i} clearly",
+        rows.append({"item_id": f"it{i}", "dataset": "demo", "record_id": f"r{i // per_record}",
+                     "prompt": f"user: question number {i // per_record}?", "criterion": f"Mentions fact {i} clearly",
                      "points": -5 if i % negative_every == negative_every - 1 else 5, "tags": ["axis:accuracy"],
                      "response": response, "response_source": "dataset" if response else None})
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -95,7 +96,7 @@ def test_output_perturbation_judge_ignoring_response_never_flips(gateway):
     assert out["rates"]["inconsistency"]["estimate"] == 1.0
     assert out["counts"]["sticky_satisfied"] == 6
     assert out["table"].loc[1, 1] == 6 and int(out["table"].to_numpy().sum()) == 6
-    assert out["failures"] == {"generation": 0, "judge": 0, "skipped": 0}
+    assert out["failures"] == {"generation": 0, "identical": 0, "judge": 0, "skipped": 0}
     assert calls(gen) == 12 and calls(judge) == 12
 
 
@@ -162,13 +163,48 @@ def test_output_perturbation_counts_failures_not_scores(gateway):
 
     out = output_perturbation(make_items(6), gateway=gateway, generator=role("cf_gen_e", flaky_gen),
                               judge=role("cf_judge_e", flaky_judge), n_resamples=100)
-    assert out["failures"] == {"generation": 1, "judge": 1, "skipped": 0}
+    assert out["failures"] == {"generation": 1, "identical": 0, "judge": 1, "skipped": 0}
     assert out["n"] == 4
     assert out["rates"]["desired_flip_rate"]["estimate"] == 1.0
     rows = out["rows"].set_index("item_id")
     assert rows.loc["it1", "status"] == "generation_failed" and rows.loc["it1", "transition"] is None
     assert rows.loc["it2", "status"] == "judge_failed" and math.isnan(rows.loc["it2", "label_satisfying"])
     assert int(out["table"].to_numpy().sum()) == 4
+
+
+def test_one_rubric_item_per_conversation_seeded_and_rates_resample_records(gateway):
+    gen, judge = role("cf_gen_one", generator_script), role("cf_read_one", reads_response)
+    items = make_items(12, per_record=3)  # 4 conversations, 3 items each
+    a = output_perturbation(items, gateway=gateway, generator=gen, judge=judge, seed=1, n_resamples=50)
+    b = output_perturbation(items, gateway=gateway, generator=gen, judge=judge, seed=2, n_resamples=50)
+    assert a["n_sampled"] == 4 and a["rows"]["record_id"].is_unique  # the paper: one rubric per conversation
+    assert set(a["rows"]["record_id"]) == {"r0", "r1", "r2", "r3"}
+    assert list(a["rows"]["item_id"]) != list(b["rows"]["item_id"])  # which item: drawn with the seed
+    some = output_perturbation(items, gateway=gateway, generator=gen, judge=judge, n_items=2, seed=1, n_resamples=50)
+    assert some["n_sampled"] == 2 and some["rows"]["record_id"].is_unique
+    rate = a["rates"]["desired_flip_rate"]
+    assert rate["n_records"] == 4 and rate["ci"]["unit"] == "records" and rate["ci"]["level"] == 0.95
+    rub = rubric_perturbation(items, gateway=gateway, rewriter=role("cf_rev_one", reverser),
+                              judge=role("cf_crit_one", reads_criterion), seed=1, n_resamples=50)
+    assert rub["n_sampled"] == 4 and rub["rows"]["record_id"].is_unique
+    assert rub["rates"]["desired_flip_rate"]["ci"]["unit"] == "records"
+
+
+def test_identical_satisfying_and_violating_responses_are_rejected_and_counted(gateway):
+    def lazy_gen(messages, params):  # the same text for both requests on fact 1 (case and a period differ)
+        text = last_user_text(messages)
+        if "fact 1 " in text:
+            return "Here is THE answer." if "clearly does NOT do" in text else "here is the answer"
+        return generator_script(messages, params)
+
+    judge = role("cf_read_same", reads_response)
+    out = output_perturbation(make_items(4), gateway=gateway, generator=role("cf_gen_same", lazy_gen), judge=judge,
+                              n_resamples=50)
+    assert out["failures"] == {"generation": 0, "identical": 1, "judge": 0, "skipped": 0}
+    rows = out["rows"].set_index("item_id")
+    assert rows.loc["it1", "status"] == "identical_responses" and rows.loc["it1", "transition"] is None
+    assert out["n"] == 3 and out["rates"]["desired_flip_rate"]["estimate"] == 1.0
+    assert calls(judge) == 2 * 3  # the identical pair is not judged
 
 
 # -- rubric perturbation ------------------------------------------------------------------------------------
@@ -231,7 +267,7 @@ def test_reversal_parser():
 
 def test_pairwise_rubric_set_as_items(gateway):
     # criteria of a pairwise audit rubric set laid out as items over preference pairs' responses
-    rows = [{"item_id": f"{cid}|{pid}|{side}", "dataset": "pairs", "record_id": f"{pid}|{side}",
+    rows = [{"item_id": f"{cid}|{pid}|{side}", "dataset": "pairs", "record_id": pid,
              "prompt": f"Explain topic {pid}", "criterion": text, "points": 1, "tags": [],
              "response": f"answer {side} to {pid}", "response_source": "pair"}
             for cid, text in [("c1", "Is concise"), ("c2", "Cites a source")]
@@ -239,16 +275,17 @@ def test_pairwise_rubric_set_as_items(gateway):
     items = pd.DataFrame(rows, columns=COLUMNS)
     out = rubric_perturbation(items, gateway=gateway, rewriter=role("cf_rev_p", reverser),
                               judge=role("cf_crit_p", reads_criterion), n_items=5, seed=1, n_resamples=100)
-    assert out["n"] == 5 and out["rates"]["desired_flip_rate"]["estimate"] == 1.0
+    # one item per pair (both sides of a pair answer one prompt: one conversation)
+    assert out["n"] == 2 and out["rows"]["record_id"].is_unique and out["rates"]["desired_flip_rate"]["estimate"] == 1.0
     out = output_perturbation(items, gateway=gateway, generator=role("cf_gen_p", generator_script),
                               judge=role("cf_read_p", reads_response), n_resamples=100)
-    assert out["n"] == 8 and out["rates"]["desired_flip_rate"]["estimate"] == 1.0
+    assert out["n"] == 2 and out["rates"]["desired_flip_rate"]["estimate"] == 1.0
 
 
 # -- labels and generation ----------------------------------------------------------------------------------
 
 def test_generate_responses_fills_only_missing(gateway):
-    items = make_items(6)
+    items = make_items(6, per_record=2)
     items.loc[[0, 1, 3], "response"] = [None, np.nan, "  "]  # record r0 fully missing, r1 half
     items.loc[[0, 1, 3], "response_source"] = None
     gen = role("cf_gen_f", generator_script)
@@ -262,7 +299,7 @@ def test_generate_responses_fills_only_missing(gateway):
 
 
 def test_generate_responses_failure_keeps_none(gateway):
-    items = make_items(4, response=None)
+    items = make_items(4, response=None, per_record=2)
     gen = role("cf_gen_g", lambda m, p: "" if "number 1" in last_user_text(m) else "GENERATED reply.")
     out = generate_responses(items, gateway=gateway, generator=gen)
     assert out.attrs["generation_failures"] == 1

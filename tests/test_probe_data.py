@@ -270,7 +270,7 @@ def test_items_from_rubric_set():
     assert row == {
         "item_id": "x0:chosen#0",
         "dataset": "helpful",
-        "record_id": "x0:chosen",
+        "record_id": "x0",  # both sides answer one prompt: one record (one cluster for splits and intervals)
         "prompt": "Q0",
         "criterion": "Accuracy: Facts are correct.",
         "points": 1.0,
@@ -278,7 +278,8 @@ def test_items_from_rubric_set():
         "response": "good 0",
         "response_source": "pair:chosen",
     }
-    rej = df[(df.record_id == "x2:rejected")]
+    assert df.groupby("record_id")["response_source"].nunique().eq(2).all()
+    rej = df[(df.record_id == "x2") & (df.response_source == "pair:rejected")]
     assert list(rej.criterion) == ["Accuracy: Facts are correct.", "concise: No padding."]
     assert set(rej.response) == {"bad 2"} and set(rej.response_source) == {"pair:rejected"}
     only = items_from_rubric_set(rs, pairs, dataset="helpful", responses=("rejected",))

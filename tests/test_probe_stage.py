@@ -10,10 +10,12 @@ import re
 import pandas as pd
 import pytest
 import yaml
+from mlflow import MlflowClient
 
 from rubriclab.cli import main
 from rubriclab.stages.probe import run_probe_stage
 from rubriclab.testing import fake_embedding, scripted_model, scripted_provider
+from rubriclab.tracking import tracking_uri
 
 
 def _first_user(messages):
@@ -75,8 +77,14 @@ def test_probe_tables_have_every_model_and_metric_with_intervals(project):
     transfer = pd.read_csv(out / "transfer.csv")
     assert set(zip(transfer["train"], transfer["test"])) == {("hb", "rr"), ("rr", "hb")}
     summary = (out / "summary.md").read_text()
-    assert "percentile bootstrap (B=500) over records" in summary and "Cross-dataset transfer" in summary
+    assert "percentile bootstrap (B=500) over record-text clusters" in summary and "Cross-dataset transfer" in summary
+    assert "texts on both sides: 0" in summary
     assert "NOT findings" not in summary  # scripted models here, not the embedded one
+
+
+def _original_label(criterion: str) -> int:
+    """What _judge says on a demo HealthBench response (no SATISFIES/VIOLATES in it), from the text alone."""
+    return int("does not" not in criterion.lower() and len(criterion.split()) % 2 == 0)
 
 
 def test_counterfactual_tables_follow_the_scripted_judge(project):
@@ -89,16 +97,48 @@ def test_counterfactual_tables_follow_the_scripted_judge(project):
     metrics = json.loads((project["root"] / "metrics/probe.json").read_text())
     # the scripted judge reads the generated response: every satisfying/violating pair is a desired flip
     assert metrics["hb.output_perturbation.desired_flip_rate"] == 1.0
-    # and "does not" in the reversed item always reads as not met: a flip only where the original was met
-    assert 0 <= metrics["hb.rubric_perturbation.desired_flip_rate"] <= 1
+    # the refiner writes "The response does not: <item>", which _judge always reads as not met, so the reversed
+    # label is 0: a flip exactly where the original label is 1, and never 0 -> 1
+    rows = pd.read_csv(out / "hb.rubric_perturbation.items.csv")
+    assert len(rows) == 6 and rows["record_id"].is_unique  # one rubric item per conversation
+    items = pd.read_parquet(out / "hb.items.parquet").set_index("item_id")
+    sampled = items.loc[rows["item_id"], "label"]
+    expected = float((sampled == 1).mean())
+    assert expected == float(rows["criterion"].map(_original_label).mean())  # the judge is the script above
+    assert 0 < expected < 1  # the sample holds both labels, so the known answer is not a boundary value
+    assert metrics["hb.rubric_perturbation.desired_flip_rate"] == pytest.approx(expected)
+    counts = rows["transition"].value_counts()
+    assert counts.get("flip_0_to_1", 0) == 0 and counts.get("sticky_satisfied", 0) == 0
+    assert counts.get("flip_1_to_0", 0) == int((sampled == 1).sum())
     assert res["metrics"].keys() == metrics.keys()
 
 
-def test_semantic_plots_and_mlflow(project):
-    sem = project["root"] / "outputs/probe/semantics"
-    pngs = sorted(p.name for p in sem.glob("*.png"))
-    assert {"lexical_cues.png", "lr_weights.png", "word_counts.png", "topics.png", "projection.png"} <= set(pngs)
-    assert all((sem / p).stat().st_size > 1000 for p in pngs)
+def test_semantic_plots_per_dataset_and_mlflow(project):
+    root = project["root"]
+    for name in ("hb", "rr"):  # one folder per dataset: no analysis pools them
+        sem = root / "outputs/probe/semantics" / name
+        pngs = sorted(p.name for p in sem.glob("*.png"))
+        assert {"lexical_cues.png", "lr_weights.png", "word_counts.png", "topics.png", "projection.png"} <= set(pngs)
+        assert all((sem / p).stat().st_size > 1000 for p in pngs)
+        notes = (sem / "semantics_notes.md").read_text()
+        items = pd.read_parquet(root / f"outputs/probe/{name}.items.parquet")
+        n0, n1 = int((items["label"] == 0).sum()), int((items["label"] == 1).sum())
+        assert f"{name}: n = {n0} not satisfied (0) / {n1} satisfied (1)" in notes
+    assert not list((root / "outputs/probe/semantics").glob("*.png"))
+    # the stage's MLflow run: the run id it recorded, its params, metrics and artifacts
+    record = json.loads((root / "outputs/probe/mlflow_run.json").read_text())
+    client = MlflowClient(tracking_uri(root))
+    run = client.get_run(record["run_id"])
+    assert run.info.run_name == "probe" and run.info.status == "FINISHED"
+    assert run.data.tags["stage"] == "probe" and run.data.tags["adhoc"] == "False"
+    assert run.data.tags["datasets"] == "hb, rr"
+    assert run.data.params["probe.cv_folds"] == "3" and run.data.params["probe.n_boot"] == "500"
+    metrics = json.loads((root / "metrics/probe.json").read_text())
+    assert run.data.metrics == pytest.approx(metrics, abs=1e-6)  # metrics.json rounds to 6 decimals
+    arts = {a.path for a in client.list_artifacts(record["run_id"])}
+    assert {"summary.md", "semantics", "hb", "rr"} <= arts
+    sem = {a.path for a in client.list_artifacts(record["run_id"], "semantics/hb")}
+    assert "semantics/hb/lr_weights.png" in sem and "semantics/hb/semantics_notes.md" in sem
 
 
 def test_a_rerun_makes_no_provider_call_and_the_cli_writes_its_own_folder(project, capsys):
@@ -108,7 +148,7 @@ def test_a_rerun_makes_no_provider_call_and_the_cli_writes_its_own_folder(projec
     assert main(["probe", "--params", str(root / "params.yaml"), "--out", str(root / "cli_out")]) == 0
     assert dict(scripted_provider().calls) == before
     assert (root / "cli_out/hb.probe.csv").read_bytes() == stage_csv
-    assert "Probe on held-out records" in capsys.readouterr().out
+    assert "Probe on held-out clusters" in capsys.readouterr().out
 
 
 def test_the_same_tests_apply_to_a_pairwise_rubric_set(project, tmp_path):

@@ -9,10 +9,15 @@ Models (``PROBE_MODELS``):
 * ``embed`` — ``LogisticRegression`` on vectors from a caller-supplied ``embed(list[str]) -> ndarray``
   (each distinct text is embedded once and cached; skipped, with a reason, when ``embed`` is None).
 
-Evaluation (seed 004, App. C): a group split by ``record_id`` (``GroupShuffleSplit``, 80/20; items of one
-record are never on both sides), ``GroupKFold(cv_folds)`` cross-validation on the 80% (mean and sd of the
-fold metrics), and held-out metrics with percentile cluster-bootstrap CIs over records
-(``classification_metrics``). ``balance="subsample"`` undersamples the majority class of every *training*
+Evaluation (seed 004, App. C): a group split (``GroupShuffleSplit``, 80/20), ``GroupKFold(cv_folds)``
+cross-validation on the 80% (mean and sd of the fold metrics), and held-out metrics with percentile
+cluster-bootstrap CIs over the same groups (``classification_metrics``). The groups (``group_by``) are by
+default the connected components of records and normalised criterion texts (``normalise_text``): an item
+joins its record's and its text's cluster, so no record and no wording is on both sides. Grouping by record
+alone lets a criterion reused in several records sit on both sides, and a probe that only memorises which
+wording got which label scores far above chance (see tests/test_probe_grouping.py). ``group_by="record"``
+is for a fixed rubric whose criteria are judged on every record (the audit's prior leakage), where the
+question is new responses, not new wording. Items must come from one response source (one cohort). ``balance="subsample"`` undersamples the majority class of every *training*
 set (seeded); test sets are never altered. Failed judge labels (NaN) are counted and excluded.
 """
 
@@ -45,6 +50,7 @@ from rubriclab.probe._metrics import (
 
 PROBE_MODELS = ("majority", "nb", "lr", "embed")
 REQUIRED_COLUMNS = ("item_id", "record_id", "criterion", "label")
+GROUPINGS = {"record+text": "record-text clusters", "record": "records"}  # group_by -> resampling unit
 ENCODER_ERROR = ("probe.encoder is set, but fine-tuning an encoder needs a GPU; set probe.encoder: null "
                  "(use the 'embed' model with the project's embedder role instead)")
 
@@ -110,6 +116,74 @@ def _check_options(models: Sequence[str], embed: Embed | None, class_weight: Any
     if "embed" in models and embed is None:
         skipped["embed"] = "no embedding function given (embed=None): the embedder role is not configured"
     return [m for m in models if m not in skipped], skipped
+
+
+def normalise_text(text: Any) -> str:
+    """A criterion's wording for grouping: casefolded, runs of whitespace collapsed to one space."""
+    return " ".join(str(text).casefold().split())
+
+
+def _clusters(records: Sequence[Any], texts: Sequence[str]) -> np.ndarray:
+    """Cluster id per item: connected components of the graph that links each item's record to its text
+    (union-find), so a split on these ids keeps every record and every wording on one side."""
+    parent: dict[tuple[str, Any], tuple[str, Any]] = {}
+
+    def find(x: tuple[str, Any]) -> tuple[str, Any]:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for r, t in zip(records, texts, strict=True):
+        a, b = find(("record", r)), find(("text", t))
+        if a != b:
+            parent[a] = b
+    ids: dict[tuple[str, Any], int] = {}
+    return np.array([ids.setdefault(find(("record", r)), len(ids)) for r in records], dtype=int)
+
+
+def _groups(data: pd.DataFrame, group_by: str) -> tuple[np.ndarray, dict[str, Any]]:
+    """Group ids for split, CV and bootstrap, and how much criterion text is shared between records."""
+    if group_by not in GROUPINGS:
+        raise ConfigError(f"probe group_by={group_by!r}; expected one of {list(GROUPINGS)}")
+    text = data["criterion"].map(normalise_text)
+    rec = data["record_id"].astype(str)
+    recs_per_text = rec.groupby(text).nunique()
+    shared = recs_per_text[recs_per_text > 1].index
+    groups = _clusters(rec.tolist(), text.tolist()) if group_by == "record+text" else pd.factorize(rec)[0]
+    sizes = np.bincount(groups) if len(groups) else np.array([0])
+    report = {"group_by": group_by, "unit": GROUPINGS[group_by], "n_texts": int(text.nunique()),
+              "n_texts_in_several_records": int(len(shared)), "n_items_with_shared_text": int(text.isin(shared).sum()),
+              "n_groups": int(len(sizes)), "largest_group_items": int(sizes.max())}
+    if group_by == "record+text" and report["n_groups"] < 2 and data["record_id"].nunique() >= 2:
+        raise InputError(f"{data['record_id'].nunique()} records and {report['n_texts']} distinct criterion texts form "
+                         f"one cluster: {report['n_texts_in_several_records']} texts recur across records and chain "
+                         "every record together", field="criterion",
+                         expected="criterion wording not shared across all records (a split that keeps each record "
+                                  "and each wording on one side needs at least 2 clusters)")
+    return groups, report
+
+
+def _one_cohort(items: pd.DataFrame, name: str) -> None:
+    """Refuse to pool responses of several sources: in seed 004 each probe cohort is one model's responses."""
+    if "response_source" not in items.columns:
+        return
+    counts = items["response_source"].dropna().astype(str).value_counts()
+    if len(counts) > 1:
+        listed = ", ".join(f"{k} ({v} items)" for k, v in counts.items())
+        raise InputError(f"mixes {len(counts)} response sources: {listed}", field=f"{name}.response_source",
+                         expected="one response source per probe cohort (split the items by response_source)")
+
+
+def _overlap(train: pd.DataFrame, test: pd.DataFrame) -> dict[str, int]:
+    """Records and normalised criterion texts found on both sides, and the test items they touch."""
+    tr_text, te_text = train["criterion"].map(normalise_text), test["criterion"].map(normalise_text)
+    rec_hit = test["record_id"].isin(set(train["record_id"]))
+    text_hit = te_text.isin(set(tr_text))
+    return {"overlap_records": int(len(set(train["record_id"]) & set(test["record_id"]))),
+            "overlap_texts": int(len(set(tr_text) & set(te_text))),
+            "n_test_items_record_in_train": int(rec_hit.sum()), "n_test_items_text_in_train": int(text_hit.sum()),
+            "n_test_items_overlapping": int((rec_hit | text_hit).sum())}
 
 
 def _clean(items: pd.DataFrame, name: str = "items") -> tuple[pd.DataFrame, dict[str, Any]]:
@@ -190,12 +264,16 @@ def run_probe(
     balance: str = "none",
     n_boot: int = 10000,
     confidence: float = 0.95,
+    group_by: str = "record+text",
 ) -> dict[str, Any]:
     """Train the rubric-only probes, cross-validate them, and evaluate them on a held-out group split.
 
     Returns a dict with
 
-    * ``split``: method, seed, test_size, item / record counts per side, ``overlap_records`` (always 0);
+    * ``split``: method, group_by, unit, seed, test_size, item / record / group counts per side, how much
+      criterion text recurs across records (``n_texts_in_several_records``, ``n_items_with_shared_text``) and
+      the overlap between the sides (``overlap_records``, ``overlap_texts``, test items whose record or text
+      is in training; all 0 with ``group_by="record+text"``);
     * ``counts``: n_items, n_failed_labels_excluded, n_used, n_records, class balance;
     * ``table``: held-out metrics, one row per (model, metric) with estimate/low/high, n, n_groups,
       n_invalid_resamples, ci_* columns and ``reason`` (cluster bootstrap over records);
@@ -209,7 +287,7 @@ def run_probe(
     * ``skipped``: model -> reason (e.g. ``embed`` without an embedding function).
 
     Raises ConfigError for bad options (an ``encoder`` id included) and InputError for unusable data (one
-    class only, fewer than 2 records, a training side with a single class).
+    class only, fewer than 2 records or groups, several response sources, a training side with one class).
     """
     names, skipped = _check_options(models, embed, class_weight, balance, encoder)
     if not 0 < test_size < 1:
@@ -218,43 +296,49 @@ def run_probe(
     if counts["n_positive"] == 0 or counts["n_negative"] == 0:
         raise InputError(f"all {counts['n_used']} usable labels are {int(counts['n_positive'] > 0)}", field="label",
                          expected="both labels (0 and 1): a probe needs two classes")
-    groups = data["record_id"].to_numpy()
+    _one_cohort(items, "items")
     if counts["n_records"] < 2:
         raise InputError(f"has {counts['n_records']} distinct record(s)", field="record_id",
                          expected="at least 2 records for a group train/test split")
+    groups, sharing = _groups(data, group_by)
     train_idx, test_idx = next(GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=seed)
                                .split(data, groups=groups))
     train, test = data.iloc[train_idx], data.iloc[test_idx]
-    overlap = set(train["record_id"]) & set(test["record_id"])
-    if overlap:  # cannot happen with GroupShuffleSplit; guard the guarantee the analysis relies on
-        raise InputError(f"{len(overlap)} records on both sides of the split", field="record_id")
-    split = {"method": "GroupShuffleSplit by record_id", "seed": seed, "test_size": test_size,
+    overlap = _overlap(train, test)
+    leaked = overlap["overlap_records"] or (group_by == "record+text" and overlap["overlap_texts"])
+    if leaked:  # cannot happen with these groups; guard the guarantee the analysis relies on
+        raise InputError(f"{overlap['overlap_records']} records and {overlap['overlap_texts']} criterion texts on "
+                         "both sides of the split", field="record_id", expected="disjoint sides")
+    split = {"method": f"GroupShuffleSplit by {sharing['unit']}", **sharing, "seed": seed, "test_size": test_size,
              "n_train_items": len(train), "n_test_items": len(test),
              "n_train_records": int(train["record_id"].nunique()), "n_test_records": int(test["record_id"].nunique()),
-             "overlap_records": 0, "train_share_positive": float(train["label"].mean()),
+             "n_train_groups": int(len(np.unique(groups[train_idx]))),
+             "n_test_groups": int(len(np.unique(groups[test_idx]))), **overlap,
+             "train_share_positive": float(train["label"].mean()),
              "test_share_positive": float(test["label"].mean())}
     y_train = train["label"].to_numpy()
     if len(np.unique(y_train)) < 2:
         raise InputError(f"the 80% training split (seed {seed}) has only label {int(y_train[0])}", field="label",
                          expected="both labels among the training records (more records, or another seed)")
     opts = {"embed": _memoised(embed), "class_weight": class_weight, "balance": balance, "seed": seed}
+    unit = sharing["unit"]
 
-    cv = _cross_validate(train, names, cv_folds, opts)
+    cv = _cross_validate(train, groups[train_idx], names, cv_folds, opts, unit)
 
     fitted: dict[str, Pipeline] = {}
     preds = test[[c for c in ("item_id", "record_id", "dataset", "label") if c in test.columns]].reset_index(drop=True)
     y_test = test["label"].to_numpy()
-    g_test = test["record_id"].to_numpy()
+    g_test = groups[test_idx]
     frames = []
     for name in names:
         fitted[name] = _fit(name, train["criterion"], y_train, **opts)
         pred, score = _predict(fitted[name], test["criterion"])
         preds[f"pred_{name}"], preds[f"score_{name}"] = pred, score
         m = classification_metrics(y_test, pred, score, groups=g_test, n_boot=n_boot, confidence=confidence,
-                                   seed=seed)
+                                   seed=seed, unit=unit)
         frames.append(metrics_table(m, model=name))
     table = pd.concat(frames, ignore_index=True) if frames else _empty_table()
-    leakage = _leakage(table, cv, preds, y_test, g_test, n_boot=n_boot, confidence=confidence, seed=seed)
+    leakage = _leakage(table, cv, preds, y_test, g_test, n_boot=n_boot, confidence=confidence, seed=seed, unit=unit)
     return {"split": split, "counts": counts, "table": table, "cv": cv, "predictions": preds,
             "fitted": fitted, "leakage": leakage, "skipped": skipped}
 
@@ -274,24 +358,43 @@ def probe_transfer(
 ) -> pd.DataFrame:
     """Cross-dataset transfer: fit every probe on all of ``train_items``, evaluate on all of ``test_items``.
 
-    Same rows as ``run_probe``'s ``table`` (cluster bootstrap over the test records) plus ``train`` / ``test``
-    (the datasets' names from a ``dataset`` column, else "train"/"test"), ``n_train`` and
-    ``n_failed_labels_excluded`` (train + test). Skipped models get one row with metric NaN and the reason.
+    Same rows as ``run_probe``'s ``table`` (cluster bootstrap over the test side's record-text clusters) plus ``train`` / ``test``
+    (the datasets' names from a ``dataset`` column, else "train"/"test"), ``n_train``,
+    ``n_failed_labels_excluded`` (train + test) and the overlap left out of the test side: a test item whose
+    record or normalised criterion text is also in training (HealthBench-Hard is a subset of HealthBench) is
+    dropped and counted (``n_test_dropped_overlap``, of which ``n_test_dropped_record`` /
+    ``n_test_dropped_text`` share a record / a text; ``n_test`` is what remains). Skipped models get one row
+    with metric NaN and the reason. Raises InputError when every test item overlaps or a side mixes
+    response sources.
     """
     names, skipped = _check_options(models, embed, class_weight, balance, encoder)
     tr, ctr = _clean(train_items, "train_items")
     te, cte = _clean(test_items, "test_items")
+    _one_cohort(train_items, "train_items")
+    _one_cohort(test_items, "test_items")
     if te.empty:
         raise InputError("has no item with a usable label", field="test_items", expected="judged rubric items")
+    ov = _overlap(tr, te)
+    seen_text = set(tr["criterion"].map(normalise_text))
+    keep = ~(te["record_id"].isin(set(tr["record_id"])) | te["criterion"].map(normalise_text).isin(seen_text))
+    if not keep.any():
+        raise InputError(f"all {len(te)} test items share a record or a criterion text with the training items",
+                         field="test_items", expected="test items disjoint from training (records and wording)")
+    te = te.loc[keep]
     opts = {"embed": _memoised(embed), "class_weight": class_weight, "balance": balance, "seed": seed}
-    y_te, g_te = te["label"].to_numpy(), te["record_id"].to_numpy()
+    y_te = te["label"].to_numpy()
+    g_te = _clusters(te["record_id"].astype(str).tolist(), te["criterion"].map(normalise_text).tolist())
     info = {"train": _dataset_name(tr, "train"), "test": _dataset_name(te, "test"), "n_train": len(tr),
+            "n_test": len(te), "n_test_dropped_overlap": ov["n_test_items_overlapping"],
+            "n_test_dropped_record": ov["n_test_items_record_in_train"],
+            "n_test_dropped_text": ov["n_test_items_text_in_train"],
             "n_failed_labels_excluded": ctr["n_failed_labels_excluded"] + cte["n_failed_labels_excluded"]}
     frames = []
     for name in names:
         model = _fit(name, tr["criterion"], tr["label"].to_numpy(), **opts)
         pred, score = _predict(model, te["criterion"])
-        m = classification_metrics(y_te, pred, score, groups=g_te, n_boot=n_boot, confidence=confidence, seed=seed)
+        m = classification_metrics(y_te, pred, score, groups=g_te, n_boot=n_boot, confidence=confidence, seed=seed,
+                                   unit=GROUPINGS["record+text"])
         frames.append(metrics_table(m, **info, model=name))
     for name, why in skipped.items():
         frames.append(pd.DataFrame([{**info, "model": name, "metric": None, "estimate": np.nan, "reason": why}]))
@@ -332,20 +435,21 @@ def _empty_table() -> pd.DataFrame:
                                  "n_invalid_resamples", "ci_method", "ci_level", "ci_unit", "ci_resamples", "reason"])
 
 
-def _cross_validate(train: pd.DataFrame, names: list[str], folds: int, opts: dict) -> pd.DataFrame:
-    n_rec = train["record_id"].nunique()
+def _cross_validate(train: pd.DataFrame, g: np.ndarray, names: list[str], folds: int, opts: dict,
+                    unit: str) -> pd.DataFrame:
+    n_groups = len(np.unique(g))
     rows = []
-    if folds < 2 or n_rec < folds:
+    if folds < 2 or n_groups < folds:
         why = (f"cv_folds={folds} < 2" if folds < 2 else
-               f"only {n_rec} training records for {folds} group folds")
+               f"only {n_groups} training {unit} for {folds} group folds")
         for name in names:
             for metric in METRICS:
                 rows.append({"model": name, "metric": metric, "mean": np.nan, "sd": np.nan, "n_folds": 0,
-                             "reason": why})
+                             "n_groups": n_groups, "unit": unit, "reason": why})
         return pd.DataFrame(rows)
     values: dict[str, dict[str, list[float]]] = {n: {m: [] for m in METRICS} for n in names}
     notes: dict[str, set[str]] = {n: set() for n in names}
-    x, y, g = train["criterion"], train["label"].to_numpy(), train["record_id"].to_numpy()
+    x, y = train["criterion"], train["label"].to_numpy()
     for k, (tr, va) in enumerate(GroupKFold(n_splits=folds).split(x, y, groups=g)):
         for name in names:
             if len(np.unique(y[tr])) < 2:
@@ -368,7 +472,7 @@ def _cross_validate(train: pd.DataFrame, names: list[str], folds: int, opts: dic
             rows.append({"model": name, "metric": metric,
                          "mean": float(good.mean()) if good.size else np.nan,
                          "sd": float(good.std(ddof=1)) if good.size > 1 else np.nan,
-                         "n_folds": int(good.size), "reason": reason})
+                         "n_folds": int(good.size), "n_groups": n_groups, "unit": unit, "reason": reason})
     return pd.DataFrame(rows)
 
 
@@ -379,7 +483,7 @@ def _auc(y: np.ndarray, score: np.ndarray) -> float:
 
 
 def _leakage(table: pd.DataFrame, cv: pd.DataFrame, preds: pd.DataFrame, y: np.ndarray, g: np.ndarray, *,
-             n_boot: int, confidence: float, seed: int) -> dict[str, Any]:
+             n_boot: int, confidence: float, seed: int, unit: str) -> dict[str, Any]:
     out: dict[str, Any] = {"model": None, "baseline": "majority", "metric": "balanced_accuracy",
                            "selected_by": None, "estimate": np.nan, "low": np.nan, "high": np.nan,
                            "p_value": np.nan, "model_value": np.nan, "baseline_value": np.nan,
@@ -404,11 +508,12 @@ def _leakage(table: pd.DataFrame, cv: pd.DataFrame, preds: pd.DataFrame, y: np.n
             return out
         best, out["selected_by"] = str(ho.loc[ho["estimate"].idxmax(), "model"]), "held-out balanced accuracy"
     d = paired_metric_difference(y, preds[f"pred_{best}"], preds["pred_majority"], metric="balanced_accuracy",
-                                 groups=g, n_boot=n_boot, confidence=confidence, seed=seed)
+                                 groups=g, n_boot=n_boot, confidence=confidence, seed=seed, unit=unit)
     out.update(model=best, estimate=d["estimate"], low=d["low"], high=d["high"], p_value=d["p_value"],
                model_value=d["metric_a"], baseline_value=d["metric_b"], n_invalid_resamples=d["n_invalid_resamples"],
                ci=d["ci"], reason=d["reason"])
     return out
 
 
-__all__ = ["COUNT_METRICS", "METRICS", "PROBE_MODELS", "EmbeddingFeatures", "probe_transfer", "run_probe"]
+__all__ = ["COUNT_METRICS", "GROUPINGS", "METRICS", "PROBE_MODELS", "EmbeddingFeatures", "normalise_text",
+           "probe_transfer", "run_probe"]

@@ -15,8 +15,10 @@ wrong-direction flip has no meaning here (the reversal has no "intended" label, 
 so it is reported as None, not as 0.
 
 Rates are over valid pairs (both generations and both judgments succeeded); failures are counted and
-excluded, never scored. Inconsistency = 1 − desired flip rate. Each rate carries a percentile bootstrap CI
-over items (``rubriclab.stats.item_bootstrap`` with ``"mean"``).
+excluded, never scored; so are output pairs whose two responses are the same text (counted as
+``identical``). Inconsistency = 1 − desired flip rate. As in the paper, each sampled conversation contributes
+one rubric item (drawn seeded), and each rate carries a percentile bootstrap CI over records
+(``rubriclab.stats.item_bootstrap`` with ``"mean"``, clustered by ``record_id``).
 
 Nothing here is format-specific: items are rows with ``item_id``, ``prompt``, ``criterion`` (and, for the
 rubric perturbation, ``response``), so the criteria of a pairwise audit rubric set laid out as items over
@@ -48,11 +50,15 @@ _QUOTES = "\"'“”‘’`"
 
 
 def _sample(items: pd.DataFrame, n_items: int | None, seed: int) -> pd.DataFrame:
-    """A seeded sample of ``n_items`` items (all of them, in order, when None or not fewer than there are)."""
+    """One rubric item per conversation (record), drawn seeded — seed 004 §5 samples conversations and "selects
+    one rubric per conversation" — then a seeded sample of ``n_items`` of those conversations (all, in order,
+    when None or not fewer than there are)."""
+    if n_items is not None and n_items < 0:
+        raise ValueError(f"n_items must be >= 0 or None, got {n_items}")
+    if "record_id" in items.columns and len(items):
+        items = items.groupby("record_id", sort=False, group_keys=False).sample(n=1, random_state=seed).sort_index()
     if n_items is None or n_items >= len(items):
         return items.reset_index(drop=True)
-    if n_items < 0:
-        raise ValueError(f"n_items must be >= 0 or None, got {n_items}")
     return items.sample(n=n_items, random_state=seed).reset_index(drop=True)
 
 
@@ -68,9 +74,19 @@ def _item_ids(df: pd.DataFrame) -> np.ndarray:
     return np.arange(len(df)).astype(str)
 
 
+def _unit_ids(df: pd.DataFrame) -> np.ndarray:
+    """Resampling units of the rates: records (conversations), so items of one record are resampled together."""
+    if "record_id" in df.columns:
+        return df["record_id"].astype(str).to_numpy()
+    return _item_ids(df)
+
+
 def _rate(indicator: np.ndarray, ids: np.ndarray, *, seed: int, n_resamples: int, confidence: float) -> dict[str, Any]:
-    return item_bootstrap(np.asarray(indicator, dtype=float), "mean", ids, n_resamples=n_resamples,
-                          confidence=confidence, seed=seed)
+    out = item_bootstrap(np.asarray(indicator, dtype=float), "mean", ids, n_resamples=n_resamples,
+                         confidence=confidence, seed=seed)
+    return {**out, "n_records": int(len(np.unique(ids))),
+            "ci": {"method": "percentile bootstrap over records", "level": confidence, "unit": "records",
+                   "resamples": n_resamples}}
 
 
 def _table(a: pd.Series, b: pd.Series, row_name: str, col_name: str) -> pd.DataFrame:
@@ -91,7 +107,7 @@ def _base_rows(sample: pd.DataFrame) -> pd.DataFrame:
 def output_perturbation(items: pd.DataFrame, *, gateway, generator: RoleSpec, judge: RoleSpec,
                         n_items: int | None = None, seed: int = 0, templates_dir: str | Path | None = None,
                         n_resamples: int = 2000, confidence: float = 0.95) -> dict[str, Any]:
-    """Output perturbation over a seeded sample of ``n_items`` items (all when None).
+    """Output perturbation over ``n_items`` conversations (all when None), one seeded rubric item each.
 
     The generator writes a satisfying and a violating response per item (prompts ``probe_satisfy`` and
     ``probe_violate``, placeholders ``{prompt}``, ``{criterion}``; one batch); the judge labels both with
@@ -99,13 +115,15 @@ def output_perturbation(items: pd.DataFrame, *, gateway, generator: RoleSpec, ju
 
     * ``rows``: one row per sampled item — its columns, ``response_satisfying``, ``response_violating``,
       ``label_satisfying``, ``label_violating``, ``status`` (``"ok"``, ``"generation_failed"``,
-      ``"judge_failed"``, ``"skipped"``), ``transition`` (``desired_flip``, ``sticky_satisfied``,
+      ``"identical_responses"`` — both texts the same, not judged —, ``"judge_failed"``, ``"skipped"``), ``transition`` (``desired_flip``, ``sticky_satisfied``,
       ``sticky_violated``, ``wrong_direction``, or None) and ``error``;
     * ``table``: 2×2 counts over valid pairs (index ``label_satisfying`` 1/0, columns ``label_violating`` 1/0);
     * ``counts``: the four transitions by name;
     * ``rates``: ``desired_flip_rate``, ``stickiness_rate``, ``wrong_direction_rate``, ``inconsistency``,
-      each an ``item_bootstrap`` dict (``estimate``, ``low``, ``high``, …);
-    * ``n`` (valid pairs), ``n_sampled``, ``failures`` (``generation``, ``judge``, ``skipped``), ``notes``.
+      each an ``item_bootstrap`` dict (``estimate``, ``low``, ``high``, …) resampling records, with
+      ``n_records`` and ``ci`` (method, level, unit, resamples);
+    * ``n`` (valid pairs), ``n_sampled``, ``failures`` (``generation``, ``identical``, ``judge``, ``skipped``),
+      ``notes``.
     """
     sample = _sample(items, n_items, seed)
     rows = _base_rows(sample)
@@ -132,6 +150,7 @@ def output_perturbation(items: pd.DataFrame, *, gateway, generator: RoleSpec, ju
             status[pos], error[pos] = "generation_failed", f"{kind}: {res.parse_error or res.error}"
     rows["response_satisfying"] = _objects(resp["satisfying"])
     rows["response_violating"] = _objects(resp["violating"])
+    _reject_identical(resp, status, error)
 
     valid = [pos for pos in range(n) if status[pos] == "ok"]
     to_judge = pd.concat(
@@ -148,7 +167,7 @@ def output_perturbation(items: pd.DataFrame, *, gateway, generator: RoleSpec, ju
     rows["error"] = _objects(error)
 
     ok = rows[rows["status"] == "ok"]
-    ids = _item_ids(ok)
+    ids = _unit_ids(ok)
     tr = ok["transition"].to_numpy()
     kw = {"seed": seed, "n_resamples": n_resamples, "confidence": confidence}
     rates = {
@@ -167,10 +186,18 @@ def output_perturbation(items: pd.DataFrame, *, gateway, generator: RoleSpec, ju
         "rates": rates,
         "n": len(ok),
         "n_sampled": n,
-        "failures": {"generation": status.count("generation_failed"), "judge": status.count("judge_failed"),
-                     "skipped": status.count("skipped")},
+        "failures": {"generation": status.count("generation_failed"), "identical": status.count("identical_responses"),
+                     "judge": status.count("judge_failed"), "skipped": status.count("skipped")},
         "notes": notes,
     }
+
+
+def _reject_identical(resp: dict[str, list], status: list, error: list) -> None:
+    """A satisfying and a violating response with the same text (ignoring case, whitespace, quotes and a final
+    period) cannot test whether the judge follows the response: mark the item, do not judge it (in place)."""
+    for pos, (sat, vio) in enumerate(zip(resp["satisfying"], resp["violating"], strict=True)):
+        if status[pos] == "ok" and _norm(str(sat)) == _norm(str(vio)):
+            status[pos], error[pos] = "identical_responses", "the satisfying and violating responses are identical"
 
 
 def _norm(text: str) -> str:
@@ -199,7 +226,8 @@ def reversal_parser(original: str):
 def rubric_perturbation(items: pd.DataFrame, *, gateway, rewriter: RoleSpec, judge: RoleSpec,
                         n_items: int | None = None, seed: int = 0, templates_dir: str | Path | None = None,
                         n_resamples: int = 2000, confidence: float = 0.95) -> dict[str, Any]:
-    """Rubric perturbation over a seeded sample of ``n_items`` items that have a response (all when None).
+    """Rubric perturbation over ``n_items`` conversations with a response (all when None), one seeded rubric
+    item each.
 
     The rewriter reverses each sampled criterion (prompt ``probe_reverse``, placeholder ``{criterion}``;
     the reply must be one non-empty line/paragraph that differs from the original, else — after the role's
@@ -254,7 +282,7 @@ def rubric_perturbation(items: pd.DataFrame, *, gateway, rewriter: RoleSpec, jud
     rows["error"] = _objects(error)
 
     ok = rows[rows["status"] == "ok"]
-    ids = _item_ids(ok)
+    ids = _unit_ids(ok)
     tr = ok["transition"].to_numpy()
     flip = np.isin(tr, ["flip_1_to_0", "flip_0_to_1"])
     kw = {"seed": seed, "n_resamples": n_resamples, "confidence": confidence}

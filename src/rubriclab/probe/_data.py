@@ -367,7 +367,8 @@ def items_from_rubric_set(
 
     ``criterion`` is ``"<label>: <description>"``, ``points`` 1.0, ``tags`` ``[criterion id]``, ``response``
     the pair's chosen/rejected text (``response_source`` ``pair:chosen`` / ``pair:rejected``), ``record_id``
-    ``f"{pair.id}:{side}"`` and ``item_id`` ``f"{record_id}#{k}"`` with ``k`` the criterion's position.
+    the pair's id (both sides answer one prompt: one cluster for splits and intervals) and ``item_id``
+    ``f"{pair.id}:{side}#{k}"`` with ``k`` the criterion's position.
     """
     sides = tuple(responses)
     bad = [s for s in sides if s not in PAIR_SIDES]
@@ -377,13 +378,12 @@ def items_from_rubric_set(
     out = []
     for pair in pairs:
         for side in sides:
-            record_id = f"{pair.id}:{side}"
             for k, c in enumerate(criteria):
                 out.append(
                     {
-                        "item_id": f"{record_id}#{k}",
+                        "item_id": f"{pair.id}:{side}#{k}",
                         "dataset": dataset,
-                        "record_id": record_id,
+                        "record_id": str(pair.id),
                         "prompt": pair.prompt,
                         "criterion": f"{c.label}: {c.description.strip()}",
                         "points": 1.0,

@@ -6,6 +6,10 @@ only the criterion's text is trained on 80% of the pool's pairs and tested on th
 card shows its balanced accuracy minus the majority baseline's, with the paired bootstrap interval over pairs
 (``run_probe``'s ``leakage``). Near 0: the text alone does not give the verdict away; well above 0: the rubric's
 wording predicts the verdict whatever the response.
+
+The split is by pair only (``group_by="record"``): every pair is scored on the same criteria, so grouping by
+criterion text too would chain all pairs into one cluster. The question here is new responses under a fixed
+rubric (a criterion's prior), not new wording, so the same text on both sides is the point, not a leak.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ def rubric_prior_leakage(baseline_items: list[dict[str, Any]] | pd.DataFrame, ru
                                                     "predict (leakage undefined)"}
     n_records = judged["record_id"].nunique()
     try:
-        res = run_probe(items, models=LEAKAGE_MODELS, seed=seed, test_size=0.2,
+        res = run_probe(items, models=LEAKAGE_MODELS, seed=seed, test_size=0.2, group_by="record",
                         cv_folds=max(2, min(5, int(n_records * 0.8))), n_boot=n_boot, confidence=confidence)
     except Exception as exc:  # noqa: BLE001 - too few pairs to split is a stated gap, not a crash
         return {**base, "n": len(judged), "reason": f"probe not estimable: {exc}"}

@@ -80,13 +80,15 @@ def classification_metrics(
     n_boot: int = 10000,
     confidence: float = 0.95,
     seed: int = 0,
+    unit: str | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Accuracy, precision, recall, F1, balanced accuracy and ROC-AUC with percentile bootstrap CIs.
 
     ``y_true`` / ``y_pred`` are 0/1 (1 = the judge says the rubric item is satisfied); ``y_score`` is the
     score of class 1 (AUC only when given and both classes are present). ``groups`` (e.g. record ids) makes
     it a cluster bootstrap over records — items of one record are correlated and are resampled together;
-    ``None`` resamples items. Failed judge labels (NaN) must be excluded by the caller (they raise here).
+    ``None`` resamples items. ``unit`` names what one group is (default "records"; the probe's groups are
+    clusters of records that share criterion text). Failed judge labels (NaN) must be excluded by the caller.
 
     Returns ``{metric: {estimate, low, high, n, n_groups, n_invalid_resamples, ci: {method, level, unit,
     resamples}, reason}}``; ``reason`` is None or says why a value is NaN / the interval degenerate. The
@@ -105,7 +107,7 @@ def classification_metrics(
         if not np.isfinite(ys).all():
             raise InputError("holds NaN or inf", field="y_score", expected="finite scores of class 1")
     codes, n_groups = item_codes(groups, len(yt))
-    unit = "records" if groups is not None else "items"
+    unit = (unit or "records") if groups is not None else "items"
     ci = {"method": f"percentile bootstrap over {unit}", "level": conf, "unit": unit, "resamples": n_boot}
     out: dict[str, dict[str, Any]] = {}
     if len(yt) == 0:
@@ -141,6 +143,7 @@ def paired_metric_difference(
     n_boot: int = 10000,
     confidence: float = 0.95,
     seed: int = 0,
+    unit: str | None = None,
 ) -> dict[str, Any]:
     """``metric(a) − metric(b)`` of two classifiers' predictions on the SAME items, paired (cluster) bootstrap.
 
@@ -164,7 +167,7 @@ def paired_metric_difference(
     _same_length(yt, pa, "pred_a")
     _same_length(yt, pb, "pred_b")
     codes, n_groups = item_codes(groups, len(yt))
-    unit = "records" if groups is not None else "items"
+    unit = (unit or "records") if groups is not None else "items"
     out: dict[str, Any] = {
         "metric": metric, "estimate": np.nan, "low": np.nan, "high": np.nan, "p_value": np.nan,
         "metric_a": np.nan, "metric_b": np.nan, "n": len(yt), "n_groups": n_groups, "n_invalid_resamples": 0,

@@ -472,27 +472,44 @@ def projection(items: pd.DataFrame, vectors: Any, seed: int = 0, min_umap: int =
 # -- all of them -------------------------------------------------------------------------------------------
 
 def semantic_report(items: pd.DataFrame, *, fitted_lr: Any | None = None, vectors: Any | None = None,
-                    seed: int = 0, cues: list[str] | None = None, top: int = 15,
-                    n_topics: int = 3) -> dict[str, dict[str, Any]]:
+                    seed: int = 0, cues: list[str] | None = None, top: int = 15, n_topics: int = 3,
+                    lr_items: pd.DataFrame | None = None, name: str | None = None) -> dict[str, dict[str, Any]]:
     """Run every analysis: ``{name: {"table": DataFrame, "figure": Figure, "notes": [str, ...]}}`` for
     ``lexical_cues``, ``lr_weights``, ``word_counts``, ``topics`` and, when ``vectors`` is given,
-    ``projection`` (left out otherwise). Notes start with the n per class and failed-label count."""
+    ``projection`` (left out otherwise). Notes start with the n per class and failed-label count.
+
+    Pass one dataset (one cohort) at a time: pooled datasets mix label bases. ``lr_items`` are the items
+    ``fitted_lr`` was trained on (its n goes into the LR figure's title; default ``items``); ``name`` (the
+    dataset) heads every figure's title and the notes."""
     runs = {
         "lexical_cues": lambda: lexical_cues(items, cues=cues, top=top),
-        "lr_weights": lambda: lr_weights(fitted_lr, items, top=top, seed=seed),
+        "lr_weights": lambda: lr_weights(fitted_lr, items if lr_items is None else lr_items, top=top, seed=seed),
         "word_counts": lambda: word_counts(items),
         "topics": lambda: topics(items, n_topics=n_topics, seed=seed),
     }
     if vectors is not None:
         runs["projection"] = lambda: projection(items, vectors, seed=seed)
     out: dict[str, dict[str, Any]] = {}
-    for name, run in runs.items():
+    for key, run in runs.items():
         table, fig = run()
         a = table.attrs
         head = (f"n = {a['n_0']} not satisfied (0) / {a['n_1']} satisfied (1); "
                 f"{a['n_failed']} failed labels excluded")
-        out[name] = {"table": table, "figure": fig, "notes": [head, *a.get("notes", [])]}
+        if name:
+            _prefix_title(fig, name)
+            head = f"{name}: {head}"
+        out[key] = {"table": table, "figure": fig, "notes": [head, *a.get("notes", [])]}
     return out
+
+
+def _prefix_title(fig: Figure, name: str) -> None:
+    """Put the dataset's name in front of the figure's (super)title, so a figure never hides what it counts."""
+    sup = getattr(fig, "_suptitle", None)
+    if sup is not None and sup.get_text():
+        sup.set_text(f"{name}: {sup.get_text()}")
+    elif fig.axes:
+        ax = fig.axes[0]
+        ax.set_title(f"{name}: {ax.get_title()}", fontsize=ax.title.get_fontsize())
 
 
 def write_semantic_report(report: dict[str, dict[str, Any]], out_dir: str | Path, close: bool = True) -> list[Path]:

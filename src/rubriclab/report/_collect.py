@@ -111,10 +111,39 @@ def probe_sections(project: Path) -> list[dict[str, Any]]:
     if not (d / "summary.md").exists():
         return []
     blocks: list[tuple] = [("md", _md(d / "summary.md"))]
-    for png in sorted(p for p in (d / "semantics").glob("*.png") if not p.name.startswith(".")):  # not temp files
-        blocks.append(_img(png, f"Semantic analysis: {png.stem.replace('_', ' ')} (`semantics/{png.stem}.csv`)"))
+    for csv in sorted(d.glob("*.cv.csv")):
+        blocks += probe_cv_blocks(csv)
+    sem = d / "semantics"
+    for png in sorted(p for p in sem.rglob("*.png") if not p.name.startswith(".")):  # not temp files
+        rel = png.relative_to(sem)
+        cohort = rel.parent.as_posix() if rel.parent != Path(".") else "all datasets pooled"
+        blocks.append(_img(png, f"Semantic analysis of {cohort}: {png.stem.replace('_', ' ')} "
+                                f"(`semantics/{rel.with_suffix('.csv').as_posix()}`)"))
     return [{"id": "probe", "kind": "probe", "title": "Probe: rubric artifacts", "run_name": "probe",
              "blocks": blocks}]
+
+
+def probe_cv_blocks(csv: Path) -> list[tuple]:
+    """A cohort's cross-validation table (model × metric, mean ± sd over the folds, with n folds and the group
+    unit), which the stage computes on the 80% of clusters not held out."""
+    cv = pd.read_csv(csv)
+    if cv.empty:
+        return []
+    cohort = csv.name.removesuffix(".cv.csv")
+
+    def cell(r: pd.Series) -> str:
+        if pd.isna(r["mean"]):
+            return f"— ({r.get('reason') or 'undefined'})"
+        sd = "—" if pd.isna(r["sd"]) else f"{r['sd']:.3f}"
+        return f"{r['mean']:.3f} ± {sd} ({int(r['n_folds'])} folds)"
+
+    table = cv.assign(cell=cv.apply(cell, axis=1)).pivot(index="model", columns="metric", values="cell")
+    table = table.reindex(index=list(dict.fromkeys(cv["model"])), columns=list(dict.fromkeys(cv["metric"])))
+    unit = cv["unit"].iloc[0] if "unit" in cv.columns else "records"
+    groups = f", {int(cv['n_groups'].iloc[0])} {unit}" if "n_groups" in cv.columns else ""
+    head = (f"#### Cross-validation: {cohort}\n\nMean ± sd (ddof=1) over group folds of the training share "
+            f"(folds by {unit}{groups}); a fold where a metric is undefined is left out of its mean.")
+    return [("md", head), ("html", table.reset_index().to_html(index=False, na_rep="—", border=0, classes="data"))]
 
 
 def align_sections(project: Path) -> list[dict[str, Any]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -121,10 +122,151 @@ def _rates_markdown(res: dict[str, Any]) -> list[str]:
             lines.append(f"- {label}: — (no valid item: n={res.get('n', 0)})")
         else:
             lines.append(f"- {label}: {m['estimate']:.3f} [{m['low']:.2f}, {m['high']:.2f}] "
-                         f"(n={res.get('n')} items)")
+                         f"(n={res.get('n')} items in {m.get('n_records', res.get('n'))} records; "
+                         f"{100 * m['ci']['level']:g}% percentile bootstrap over records, B={m['ci']['resamples']})")
     fails = ", ".join(f"{k} {v}" for k, v in (res.get("failures") or {}).items() if v)
-    lines.append(f"- sampled {res.get('n_sampled')} items; failures: {fails or 'none'} (counted, left out)")
+    lines.append(f"- sampled {res.get('n_sampled')} conversations, one rubric item each; failures: "
+                 f"{fails or 'none'} (counted, left out)")
     return lines
+
+
+def _safe(name: str) -> str:
+    """A dataset or cohort name as a file name part (``rubric_set:rs`` -> ``rubric_set_rs``)."""
+    return re.sub(r"[^\w.-]+", "_", name).strip("_")
+
+
+def _label_line(items: pd.DataFrame) -> str:
+    n_failed = int(items["label"].isna().sum())
+    return (f"{len(items)} items in {items['record_id'].nunique()} records; labels: "
+            f"{int((items['label'] == 1).sum())} met, {int((items['label'] == 0).sum())} not met, "
+            f"{n_failed} failed (left out).")
+
+
+def split_cohorts(name: str, items: pd.DataFrame) -> tuple[dict[str, pd.DataFrame], str | None]:
+    """One probe cohort per response source (seed 004: each cohort is one model's responses); a dataset with
+    one source keeps its name. Items without a source (no response, so no label) are left out and counted."""
+    src = items["response_source"] if "response_source" in items.columns else pd.Series(None, index=items.index)
+    kinds = sorted(src.dropna().astype(str).unique())
+    if len(kinds) <= 1:
+        return {name: items}, None
+    parts = {f"{name}[{k}]": items[src.astype(str).eq(k) & src.notna()] for k in kinds}
+    n_none = int(src.isna().sum())
+    note = (f"Responses come from {len(kinds)} sources ({', '.join(kinds)}): one probe cohort per source, never "
+            f"pooled" + (f"; {n_none} items without a response left out." if n_none else "."))
+    return parts, note
+
+
+def _probe_cohort(cohort: str, items: pd.DataFrame, probe_kw: dict[str, Any], out: Path, flat: dict[str, Any],
+                  run: Any) -> tuple[dict[str, Any] | None, list[str]]:
+    """Probe one cohort; write its tables; return the result (None when it could not run) and its markdown."""
+    safe = _safe(cohort)
+    try:
+        res = run_probe(items, **probe_kw)
+    except Exception as exc:  # noqa: BLE001 - a cohort too small to split is reported, not fatal
+        flat[f"{safe}.probe_error"] = 1
+        return None, [f"Probe not run: {exc}", ""]
+    atomic.write_csv(res["table"], out / f"{safe}.probe.csv", index=False)
+    atomic.write_csv(res["cv"], out / f"{safe}.cv.csv", index=False)
+    atomic.write_csv(res["predictions"], out / f"{safe}.predictions.csv", index=False)
+    sp = res["split"]
+    md = [f"Split: {sp['method']} — {sp['n_groups']} clusters; {sp['n_texts_in_several_records']} of "
+          f"{sp['n_texts']} criterion texts recur in several records ({sp['n_items_with_shared_text']} items); "
+          f"records on both sides: {sp['overlap_records']}, texts on both sides: {sp['overlap_texts']}.", "",
+          "Probe on held-out clusters:", "", probe_markdown(res["table"]), ""]
+    lk = res.get("leakage") or {}
+    if lk and math.isfinite(lk.get("estimate", math.nan)):
+        md += [f"Rubric prior leakage: {lk.get('model')} balanced accuracy − majority baseline = "
+               f"{lk['estimate']:+.3f} [{lk['low']:.2f}, {lk['high']:.2f}] (paired bootstrap over "
+               f"{sp['unit']}, n={lk.get('n')} items in {lk.get('n_groups')} clusters; model chosen by "
+               f"{lk.get('selected_by') or 'held-out balanced accuracy'}).", ""]
+        flat[f"{safe}.leakage"] = lk["estimate"]
+    for r in res["table"].to_dict("records"):
+        if r["metric"] in ("balanced_accuracy", "roc_auc") and isinstance(r["estimate"], float) \
+                and math.isfinite(r["estimate"]):
+            flat[f"{safe}.{r['model']}.{r['metric']}"] = r["estimate"]
+    run.log_table(res["table"], f"{safe}/probe.json")
+    return res, md
+
+
+def _transfer_section(results: dict[str, Any], cohorts: dict[str, tuple[str, pd.DataFrame]],
+                      probe_kw: dict[str, Any], out: Path) -> list[str]:
+    """Train on one cohort, test on a cohort of another dataset; test items seen in training are dropped."""
+    names = [n for n in results if not cohorts[n][0].startswith("rubric_set:")]
+    kw = {k: v for k, v in probe_kw.items() if k not in ("test_size", "cv_folds")}
+    rows, md = [], []
+    for a in names:
+        for b in names:
+            if cohorts[a][0] == cohorts[b][0]:
+                continue
+            try:
+                rows.append(probe_transfer(cohorts[a][1], cohorts[b][1], **kw).assign(train=a, test=b))
+            except Exception as exc:  # noqa: BLE001 - e.g. every test item also in training: said, not fatal
+                md += [f"Train {a} → test {b}: not run: {exc}", ""]
+    if not rows and not md:
+        return []
+    md = ["## Cross-dataset transfer (train on one, test on the other)", "", *md]
+    if rows:
+        transfer = pd.concat(rows, ignore_index=True)
+        atomic.write_csv(transfer, out / "transfer.csv", index=False)
+        for (a, b), g in transfer.groupby(["train", "test"], sort=False):
+            first = g.iloc[0]
+            md += [f"Train {a} → test {b} ({int(first['n_test_dropped_overlap'])} test items left out: their "
+                   f"record or criterion text is also in training; {int(first['n_test'])} tested):", "",
+                   probe_markdown(g), ""]
+    return md
+
+
+def _counterfactual_sections(labelled: dict[str, pd.DataFrame], cf: dict[str, Any], seed: int, out: Path,
+                             flat: dict[str, Any], **roles: Any) -> list[str]:
+    md: list[str] = []
+    n_cf = cf.get("n_items")
+    for name in list(cf.get("datasets") or list(labelled)[:1]):
+        if name not in labelled:
+            raise ConfigError(f"params.yaml: probe.counterfactual.datasets: unknown dataset {name!r}; "
+                              f"known: {', '.join(labelled)}")
+        safe = _safe(name)
+        common = {"gateway": roles["gateway"], "judge": roles["judge"], "n_items": n_cf, "seed": seed,
+                  "templates_dir": roles["templates_dir"]}
+        outp = output_perturbation(labelled[name], generator=roles["generator"], **common)
+        rubp = rubric_perturbation(labelled[name], rewriter=roles["rewriter"], **common)
+        for kind, res in (("output", outp), ("rubric", rubp)):
+            # rows/cols: labels 1, 0
+            atomic.write_csv(res["table"], out / f"{safe}.{kind}_perturbation.transitions.csv")
+            atomic.write_csv(pd.DataFrame(res["rows"]), out / f"{safe}.{kind}_perturbation.items.csv", index=False)
+            t = res["table"]
+            md += [f"## Counterfactual: {kind} perturbation ({name})", "",
+                   f"Transitions (rows: {t.index.name}, columns: {t.columns.name}; 1 = criterion met):", "",
+                   to_markdown(t.rename_axis(index=f"{t.index.name} ↓ / {t.columns.name} →").reset_index()), ""]
+            md += _rates_markdown(res) + [""]
+            m = (res.get("rates") or {}).get("desired_flip_rate")
+            if isinstance(m, dict) and math.isfinite(float(m.get("estimate", math.nan))):
+                flat[f"{safe}.{kind}_perturbation.desired_flip_rate"] = m["estimate"]
+    return md
+
+
+def _semantic_sections(results: dict[str, Any], cohorts: dict[str, tuple[str, pd.DataFrame]], embed: Any,
+                       seed: int, out: Path, run: Any) -> list[str]:
+    """Semantic analyses per cohort (never pooled across datasets), under ``semantics/<cohort>/``; the LR
+    weights are the cohort's own probe, fitted on its training clusters, and its title counts those items."""
+    md: list[str] = []
+    for cohort, (dataset, items) in cohorts.items():
+        if dataset.startswith("rubric_set:"):
+            continue
+        safe = _safe(cohort)
+        res = results.get(cohort) or {}
+        held_out = set(res["predictions"]["item_id"]) if res else set()
+        train = items[~items["item_id"].isin(held_out)] if res else None
+        vectors = embed(items["criterion"].tolist()) if len(items) else None  # one row per item
+        report = semantic_report(items, fitted_lr=res.get("fitted", {}).get("lr"), vectors=vectors, seed=seed,
+                                 lr_items=train, name=cohort)
+        md += [f"## Semantic analyses: {cohort}", ""]
+        for key, part in report.items():
+            md += [f"- `{key}`: `semantics/{safe}/{key}.csv`, `semantics/{safe}/{key}.png`"
+                   + (f" — {'; '.join(part['notes'])}" if part.get("notes") else "")]
+        for path in write_semantic_report(report, out / "semantics" / safe):
+            run.log_artifact(path, f"semantics/{safe}")
+        md += [""]
+    return md
 
 
 def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[Path] | None = None,
@@ -169,12 +311,15 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
     note = embedded_note(embedded)
     if note:
         md += [f"> {note}", ""]
-    md += [f"Intervals: {100 * confidence:g}% percentile bootstrap (B={n_boot}) over records (items of one "
-           "conversation resampled together), on the 20% of records held out (split by record); CV: mean ± sd "
-           f"over {probe_kw['cv_folds']} folds of the other 80%. Labels: the judge's verdict (criterion met = 1) "
-           "on each (response, rubric item); items whose label failed are counted and left out.", ""]
+    md += [f"Intervals: {100 * confidence:g}% percentile bootstrap (B={n_boot}) over record-text clusters (a "
+           "conversation's items, and every record sharing a criterion's wording, resampled together), on the "
+           f"{probe_kw['test_size']:.0%} of clusters held out (split by cluster, so no record and no wording is on "
+           f"both sides); CV: mean ± sd over {probe_kw['cv_folds']} cluster folds of the rest. One probe cohort per "
+           "response source. Labels: the judge's verdict (criterion met = 1) on each (response, rubric item); "
+           "items whose label failed are counted and left out.", ""]
     labelled: dict[str, pd.DataFrame] = {}
     results: dict[str, dict[str, Any]] = {}
+    cohorts: dict[str, tuple[str, pd.DataFrame]] = {}  # cohort -> (dataset, items)
     with stage_run("probe", "probe", params, project, experiment=get(params, "tracking.experiment", "rubriclab"),
                    tags={"models": ", ".join(models_used), "embedded_model": str(bool(embedded)),
                          "datasets": ", ".join(datasets), "adhoc": str(out_dir is not None)}) as run:
@@ -182,86 +327,23 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
             items = generate_responses(items, gateway=gateway, generator=generator, templates_dir=templates_dir)
             items = judge_items(items, gateway=gateway, judge=judge, templates_dir=templates_dir)
             labelled[name] = items
-            safe = name.replace(":", "_")
             atomic.write_parquet(items.drop(columns=[c for c in ("tags",) if c in items]).assign(
                 tags=items["tags"].map(lambda t: "|".join(t) if isinstance(t, (list, tuple)) else t)
-            ), out / f"{safe}.items.parquet", index=False)
-            n_failed = int(items["label"].isna().sum())
-            md += [f"## {name}", "", f"{len(items)} items in {items['record_id'].nunique()} records; labels: "
-                   f"{int((items['label'] == 1).sum())} met, {int((items['label'] == 0).sum())} not met, "
-                   f"{n_failed} failed (left out).", ""]
-            try:
-                res = run_probe(items, **probe_kw)
-            except Exception as exc:  # noqa: BLE001 - a dataset too small to split is reported, not fatal
-                md += [f"Probe not run: {exc}", ""]
-                flat[f"{safe}.probe_error"] = 1
-                continue
-            results[name] = res
-            atomic.write_csv(res["table"], out / f"{safe}.probe.csv", index=False)
-            atomic.write_csv(res["cv"], out / f"{safe}.cv.csv", index=False)
-            atomic.write_csv(res["predictions"], out / f"{safe}.predictions.csv", index=False)
-            md += ["Probe on held-out records:", "", probe_markdown(res["table"]), ""]
-            lk = res.get("leakage") or {}
-            if lk and math.isfinite(lk.get("estimate", math.nan)):
-                md += [f"Rubric prior leakage: {lk.get('model')} balanced accuracy − majority baseline = "
-                       f"{lk['estimate']:+.3f} [{lk['low']:.2f}, {lk['high']:.2f}] (paired bootstrap over records, "
-                       f"n={lk.get('n')} items in {lk.get('n_groups')} records; model chosen by "
-                       f"{lk.get('selected_by') or 'held-out balanced accuracy'}).", ""]
-                flat[f"{safe}.leakage"] = lk["estimate"]
-            for r in res["table"].to_dict("records"):
-                if r["metric"] in ("balanced_accuracy", "roc_auc") and isinstance(r["estimate"], float) \
-                        and math.isfinite(r["estimate"]):
-                    flat[f"{safe}.{r['model']}.{r['metric']}"] = r["estimate"]
-            run.log_table(res["table"], f"{safe}/probe.json")
-        names = [n for n in results if not n.startswith("rubric_set:")]
-        if len(names) >= 2:
-            rows = []
-            for a in names:
-                for b in names:
-                    if a != b:
-                        t = probe_transfer(labelled[a], labelled[b], **{k: v for k, v in probe_kw.items()
-                                                                       if k not in ("test_size", "cv_folds")})
-                        rows.append(t.assign(train=a, test=b))
-            transfer = pd.concat(rows, ignore_index=True)
-            atomic.write_csv(transfer, out / "transfer.csv", index=False)
-            md += ["## Cross-dataset transfer (train on one, test on the other)", ""]
-            for (a, b), g in transfer.groupby(["train", "test"], sort=False):
-                md += [f"Train {a} → test {b}:", "", probe_markdown(g), ""]
-        n_cf = cf.get("n_items")
-        cf_names = list(cf.get("datasets") or list(labelled)[:1])
-        for name in cf_names:
-            if name not in labelled:
-                raise ConfigError(f"params.yaml: probe.counterfactual.datasets: unknown dataset {name!r}; "
-                                  f"known: {', '.join(labelled)}")
-            safe = name.replace(":", "_")
-            outp = output_perturbation(labelled[name], gateway=gateway, generator=generator, judge=judge,
-                                       n_items=n_cf, seed=seed, templates_dir=templates_dir)
-            rubp = rubric_perturbation(labelled[name], gateway=gateway, rewriter=rewriter, judge=judge, n_items=n_cf,
-                                       seed=seed, templates_dir=templates_dir)
-            for kind, res in (("output", outp), ("rubric", rubp)):
-                # rows/cols: labels 1, 0
-                atomic.write_csv(res["table"], out / f"{safe}.{kind}_perturbation.transitions.csv")
-                atomic.write_csv(pd.DataFrame(res["rows"]), out / f"{safe}.{kind}_perturbation.items.csv", index=False)
-                t = res["table"]
-                md += [f"## Counterfactual: {kind} perturbation ({name})", "",
-                       f"Transitions (rows: {t.index.name}, columns: {t.columns.name}; 1 = criterion met):", "",
-                       to_markdown(t.rename_axis(index=f"{t.index.name} ↓ / {t.columns.name} →").reset_index()), ""]
-                md += _rates_markdown(res) + [""]
-                m = (res.get("rates") or {}).get("desired_flip_rate")
-                if isinstance(m, dict) and math.isfinite(float(m.get("estimate", math.nan))):
-                    flat[f"{safe}.{kind}_perturbation.desired_flip_rate"] = m["estimate"]
-        all_items = pd.concat([v for k, v in labelled.items() if not k.startswith("rubric_set:")], ignore_index=True)
-        first = next((r for n, r in results.items() if not n.startswith("rubric_set:")), None)
-        vectors = embed(all_items["criterion"].tolist()) if len(all_items) else None  # one row per item
-        report = semantic_report(all_items, fitted_lr=(first or {}).get("fitted", {}).get("lr"),
-                                 vectors=vectors, seed=seed)
-        md += ["## Semantic analyses (all rubric-item datasets)", ""]
-        for key, part in report.items():
-            md += [f"- `{key}`: `semantics/{key}.csv`, `semantics/{key}.png`"
-                   + (f" — {'; '.join(part['notes'])}" if part.get("notes") else "")]
-        for path in write_semantic_report(report, out / "semantics"):
-            run.log_artifact(path, "semantics")
-        md += [""]
+            ), out / f"{_safe(name)}.items.parquet", index=False)
+            md += [f"## {name}", "", _label_line(items), ""]
+            parts, note = split_cohorts(name, items)
+            md += [note, ""] if note else []
+            for cohort, part in parts.items():
+                cohorts[cohort] = (name, part)
+                md += [f"### {cohort}", "", _label_line(part), ""] if len(parts) > 1 else []
+                res, lines = _probe_cohort(cohort, part, probe_kw, out, flat, run)
+                md += lines
+                if res is not None:
+                    results[cohort] = res
+        md += _transfer_section(results, cohorts, probe_kw, out)
+        md += _counterfactual_sections(labelled, cf, seed, out, flat, gateway=gateway, generator=generator,
+                                       rewriter=rewriter, judge=judge, templates_dir=templates_dir)
+        md += _semantic_sections(results, cohorts, embed, seed, out, run)
         atomic.write_text(out / "summary.md", "\n".join(md) + "\n")
         run.log_artifact(out / "summary.md")
         run.log_metrics(flat)
