@@ -35,10 +35,17 @@ COMPARED: dict[str, tuple[str, str | None, int]] = {
 # columns whose value may stand without an interval for a stated reason (said in the notes column)
 EXPLAIN_NO_INTERVAL = frozenset({"leakage"})
 BEST, TIED = "★", "≈"
+# A judge whose first-position rate is confidently beyond 0.5 ± this margin (its whole interval) mostly names a
+# position, not a response: its accuracy then mirrors how often the labelled winner was shown first.
+POSITION_MARGIN = 0.25
+POSITION_DRIVEN = "(position-driven)"
 LEGEND = (f"{BEST} = best, and different from every other source in the paired comparison (BH-adjusted); "
           f"{TIED} = tied for best: the paired comparison found no difference from the best. Marks only in "
           "columns with a paired comparison (" + ", ".join(COLUMNS[c] for c in COMPARED) + "); elsewhere "
-          "the sources' criteria differ, so compare intervals instead.")
+          f"the sources' criteria differ, so compare intervals instead. {POSITION_DRIVEN}: the judge's "
+          f"first-position rate interval lies wholly outside 0.5 ± {POSITION_MARGIN}, so that accuracy "
+          "reflects the presentation order more than the responses (the notes give the rate and the swap-flip "
+          "rate).")
 
 
 def _value(entry: Any) -> float | None:
@@ -98,6 +105,20 @@ def _cell(entry: Any) -> str | None:
     return text
 
 
+def position_driven(metrics: dict[str, Any], template: str) -> str | None:
+    """Why the accuracy under ``template`` is position-driven (see ``POSITION_MARGIN``), or None."""
+    rate = metrics.get(f"first_position_rate_{template}")
+    if not isinstance(rate, dict) or rate.get("low") is None or rate.get("high") is None:
+        return None
+    if 0.5 - POSITION_MARGIN <= rate["low"] and rate["high"] <= 0.5 + POSITION_MARGIN:
+        return None
+    if rate["low"] <= 0.5 + POSITION_MARGIN and rate["high"] >= 0.5 - POSITION_MARGIN:
+        return None
+    flip = _cell(metrics.get(f"swap_flip_rate_{template}")) or "not measured"
+    return (f"the judge named the first position in {_cell(rate)} of its decided judgments (beyond 0.5 ± "
+            f"{POSITION_MARGIN}): this accuracy mostly mirrors the presentation order; swap-flip {flip}")
+
+
 def missing_reason(entry: Any) -> str:
     """Why a cell is empty, in words."""
     if isinstance(entry, dict):
@@ -127,6 +148,10 @@ def cross_source_table(card: dict[str, dict[str, Any]], comparisons: list[dict[s
                 continue
             mark = marks.get(key, {}).get(src)
             row[COLUMNS[key]] = f"{mark} {text}" if mark else text
+            why = position_driven(m, key.removeprefix("acc_")) if key.startswith("acc_") else None
+            if why:
+                row[COLUMNS[key]] += f" {POSITION_DRIVEN}"
+                notes.append(f"{COLUMNS[key]}: {why}")
             entry = m.get(key)
             if key in EXPLAIN_NO_INTERVAL and isinstance(entry, dict) and entry.get("low") is None \
                     and entry.get("reason"):
