@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from rubriclab.errors import InputError
 
@@ -140,12 +141,9 @@ def fleiss_from_parts(summed: np.ndarray, n_units: np.ndarray | float) -> np.nda
 def category_counts(ratings: Any, categories: Sequence[str]) -> np.ndarray:
     """A raters × units matrix of category strings (None/NaN/``none`` = missing) as units × categories counts."""
     r = np.asarray(ratings, dtype=object)
-    index = {c: i for i, c in enumerate(categories)}
     out = np.zeros((r.shape[1], len(categories)))
-    for u in range(r.shape[1]):
-        for v in r[:, u]:
-            if v in index:
-                out[u, index[v]] += 1
+    for c, i in {c: i for i, c in enumerate(categories)}.items():  # one column per category (its last listing)
+        out[:, i] = (r == c).sum(axis=0)
     return out
 
 
@@ -175,12 +173,18 @@ def alpha_from_parts(d: np.ndarray, n_c: np.ndarray) -> np.ndarray | float:
 def pairwise_agreement(ratings: Any) -> float:
     """Mean share of units on which two raters agree, over every pair of raters (units both rated)."""
     r = np.asarray(ratings, dtype=object)
+    if r.ndim != 2 or not r.size:
+        return float("nan")
+    # values as codes (-1 missing), then each rater against every later one at once
+    present = np.vectorize(_present, otypes=[bool])(r)
+    codes = np.full(r.shape, -1)
+    codes[present] = pd.factorize(r[present])[0]  # Python equality, as a == b
     shares = []
-    for i in range(r.shape[0]):
-        for k in range(i + 1, r.shape[0]):
-            both = [(a, b) for a, b in zip(r[i], r[k], strict=True) if _present(a) and _present(b)]
-            if both:
-                shares.append(np.mean([a == b for a, b in both]))
+    for i in range(r.shape[0] - 1):
+        both = present[i] & present[i + 1:]
+        n = both.sum(axis=1)
+        agree = (both & (codes[i] == codes[i + 1:])).sum(axis=1)
+        shares += [a / m for a, m in zip(agree.astype(float), n, strict=True) if m]  # = np.mean of the 0/1 flags
     return float(np.mean(shares)) if shares else float("nan")
 
 

@@ -22,6 +22,10 @@ each family (one judge's conditions; one condition's judges), MDE at the Bonferr
 Named contrasts (``Settings.contrasts``, or the importer's own: LLMBar's rules = Vanilla − Vanilla_NoRules and own
 rubric first = Metrics − Vanilla): the same paired test within each judge, one family per metric over every judge ×
 contrast, so the questions a source was set up for are not diluted by every other pair of conditions.
+
+Speed (``_boot``, ``_rows``): the frame is grouped once into integer-coded arrays, and every bootstrap with the
+same number of pairs shares scipy's draws, its replicate sums a matrix product: the same numbers as the
+per-call functions named above, bit for bit (``tests/test_recorded_scale.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from rubriclab.errors import ConfigError
 from rubriclab.recorded._agreement import (
@@ -48,9 +53,10 @@ from rubriclab.recorded._agreement import (
     macro_prf_batch,
     pairwise_agreement,
 )
-from rubriclab.recorded._boot import additive_bootstrap
-from rubriclab.recorded._records import CHOICES, ORDERS, RecordedSet
-from rubriclab.stats import bh_adjust, item_bootstrap, krippendorff_alpha, label_comparison, majority_vote, mde_paired
+from rubriclab.recorded._boot import additive_bootstrap, additive_bootstraps, mean_bootstrap, paired_differences
+from rubriclab.recorded._records import CHOICES, ORDERS, VERDICTS, RecordedSet
+from rubriclab.recorded._rows import NONE, PairValues, Rows, first_codes, shared
+from rubriclab.stats import bh_adjust, krippendorff_alpha, label_comparison, mde_paired
 from rubriclab.stats import paired_bootstrap as _paired_bootstrap
 
 CELL_METRICS = ("accuracy", "accuracy_original", "accuracy_swapped", "both_correct", "positional_agreement",
@@ -163,17 +169,9 @@ def _missing(reason: str, n: int = 0) -> dict[str, Any]:
 def _mean_entry(values: np.ndarray, ids: np.ndarray, s: Settings, reason: str, **extra: Any) -> dict[str, Any]:
     if len(values) == 0:
         return _missing(reason)
-    boot = item_bootstrap(values.astype(float), "mean", ids, n_resamples=s.n_boot, confidence=s.confidence,
-                          seed=s.seed)
+    # = rubriclab.stats.item_bootstrap(values, "mean", ids), its resamples drawn once per number of pairs
+    boot = mean_bootstrap(values.astype(float), *first_codes(ids), s.n_boot, s.confidence, s.seed)
     return entry(boot["estimate"], n=len(values), boot=boot, settings=s, **extra)
-
-
-def _additive_entry(parts: np.ndarray, fn: Callable[[np.ndarray], np.ndarray], ids: np.ndarray, s: Settings,
-                    reason: str, *, unit: str = "pairs", **extra: Any) -> dict[str, Any]:
-    if len(ids) == 0:
-        return _missing(reason)
-    boot = additive_bootstrap(parts, fn, ids, n_resamples=s.n_boot, confidence=s.confidence, seed=s.seed)
-    return entry(boot["estimate"], n=len(ids), boot=boot, settings=s, unit=unit, **extra)
 
 
 # -- the judgments as one frame --------------------------------------------------------------------------------------
@@ -209,49 +207,57 @@ def _with_list(pair: Any) -> str | None:
 
 
 # -- per cell ------------------------------------------------------------------------------------------------------
-def _codes(values: pd.Series, cats: list[str]) -> np.ndarray:
-    index = {c: i for i, c in enumerate(cats)}
-    return np.array([index[v] for v in values], dtype=np.int64)
-
-
-def _cell(sub: pd.DataFrame, classes: list[str], s: Settings) -> dict[str, Any]:
+def _cell(rows: Rows, sl: slice, classes: list[str], s: Settings) -> dict[str, Any]:
     out: dict[str, Any] = {}
-    lab = sub[sub["label"].notna()]
-    orders = set(sub["order"])
-    for order in ORDERS:
-        rows = lab[lab["order"] == order]
-        out[f"accuracy_{order}"] = _mean_entry(
-            rows["credit"].to_numpy(), rows["pair_id"].to_numpy(), s,
-            f"no {order}-order judgment of a labelled pair",
-            n_none=int((rows["verdict"] == "none").sum()), n_tie=int((rows["verdict"] == "tie").sum()))
-    per_pair = lab.groupby("pair_id")["credit"].mean()
-    out["accuracy"] = _mean_entry(per_pair.to_numpy(), per_pair.index.to_numpy(), s, "no labelled pair judged",
-                                  n_none=int((lab["verdict"] == "none").sum()),
-                                  n_tie=int((lab["verdict"] == "tie").sum()), n_judgments=len(lab))
-    wide = sub.pivot(index="pair_id", columns="order", values="choice")
-    order_free = bool(sub["order_free"].all())
-    if set(ORDERS) <= orders:
-        wide = wide.dropna(subset=list(ORDERS))
-        agree = (wide["original"] == wide["swapped"]) & (wide["original"] != "none")
-        out["positional_agreement"] = _mean_entry(agree.to_numpy(float), wide.index.to_numpy(), s, "")
-        lw = wide.join(lab.groupby("pair_id")["label"].first(), how="inner")
-        both = (lw["original"] == lw["label"]) & (lw["swapped"] == lw["label"])
-        out["both_correct"] = _mean_entry(both.to_numpy(float), lw.index.to_numpy(), s, "no labelled pair in both orders")
+    pair, order, verdict, credit = rows.pair[sl], rows.order[sl], rows.verdict[sl], rows.credit[sl]
+    lab = rows.label[sl] >= 0
+    none, tie = verdict == VERDICTS.index("none"), verdict == VERDICTS.index("tie")
+    for o, name in enumerate(ORDERS):
+        m = lab & (order == o)
+        out[f"accuracy_{name}"] = _mean_entry(credit[m], pair[m], s, f"no {name}-order judgment of a labelled pair",
+                                              n_none=int(none[m].sum()), n_tie=int(tie[m].sum()))
+    per_pair = rows.accuracy_per_pair(sl)
+    out["accuracy"] = _mean_entry(per_pair.values, per_pair.pairs, s, "no labelled pair judged",
+                                  n_none=int(none[lab].sum()), n_tie=int(tie[lab].sum()), n_judgments=int(lab.sum()))
+    orders = set(order.tolist())
+    if orders == {0, 1}:
+        common, orig, swapped = rows.both_orders(sl)
+        agree = ((orig == swapped) & (orig != NONE)).astype(float)
+        out["positional_agreement"] = _mean_entry(agree, common, s, "")
+        labelled, label = _labels_of(rows, sl, common)
+        both = (orig[labelled] == label) & (swapped[labelled] == label)
+        out["both_correct"] = _mean_entry(both.astype(float), common[labelled], s, "no labelled pair in both orders")
     else:
-        why = f"judged in one order only ({', '.join(sorted(orders))})"
+        why = f"judged in one order only ({', '.join(sorted(ORDERS[o] for o in orders))})"
         out["positional_agreement"] = _missing(why)
         out["both_correct"] = _missing(why)
-    decided = sub[sub["verdict"].isin(["first", "second"])]
-    out["first_position_rate"] = _mean_entry((decided["verdict"] == "first").to_numpy(float),
-                                             decided["pair_id"].to_numpy(), s, "no first/second verdict")
-    if order_free:  # each output scored alone: the two "orders" are one judgment, position means nothing
+    decided = verdict < VERDICTS.index("tie")  # first or second
+    out["first_position_rate"] = _mean_entry((verdict[decided] == 0).astype(float), pair[decided], s,
+                                             "no first/second verdict")
+    if rows.order_free[sl].all():  # each output scored alone: the two "orders" are one judgment, position means nothing
         for key in ("positional_agreement", "first_position_rate"):
             out[key] = _missing(ORDER_FREE)
-    # κ and macro P/R/F1 from confusion counts (categories: label classes, then tie/none if they occur); a row's
-    # confusion part is one-hot, so a replicate's confusion matrix is the sum of its drawn pairs' parts
+    out.update(_agreement_with_label(rows, sl, lab, classes, s))
+    return out
+
+
+def _labels_of(rows: Rows, sl: slice, pairs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which of ``pairs`` (ascending) have a label in the cell, and those labels' codes."""
+    lab = rows.label[sl] >= 0
+    known, first = np.unique(rows.pair[sl][lab], return_index=True)
+    at = np.minimum(np.searchsorted(known, pairs), max(len(known) - 1, 0))
+    labelled = (known[at] == pairs) if len(known) else np.zeros(len(pairs), dtype=bool)
+    return labelled, rows.label[sl][lab][first][at[labelled]]
+
+
+def _agreement_with_label(rows: Rows, sl: slice, lab: np.ndarray, classes: list[str],
+                          s: Settings) -> dict[str, Any]:
+    """κ and macro P/R/F1 from confusion counts (categories: label classes, then tie/none if they occur); a row's
+    confusion part is one-hot, so a replicate's confusion matrix is the sum of its drawn pairs' parts."""
     cats = list(dict.fromkeys([*classes, *CHOICES]))
     k = len(cats)
     cls = [cats.index(c) for c in classes]
+    to_cat = np.array([cats.index(c) for c in CHOICES])
 
     def kappa(cm: np.ndarray) -> np.ndarray:
         return kappa_batch(cm.reshape(*cm.shape[:-1], k, k))
@@ -259,15 +265,21 @@ def _cell(sub: pd.DataFrame, classes: list[str], s: Settings) -> dict[str, Any]:
     def prf(which: str) -> Callable[[np.ndarray], np.ndarray]:
         return lambda cm: macro_prf_batch(cm.reshape(*cm.shape[:-1], k, k), cls)[which]
 
-    for order, rows in (("", lab), *((f"_{o}", lab[lab["order"] == o]) for o in ORDERS)):
-        parts = np.zeros((len(rows), k * k))
-        parts[np.arange(len(rows)), _codes(rows["label"], cats) * k + _codes(rows["choice"], cats)] = 1.0
-        ids = rows["pair_id"].to_numpy()
-        why = f"no labelled judgments{order.replace('_', ' in the ')}" + (" order" if order else "")
-        out[f"kappa{order}"] = _additive_entry(parts, kappa, ids, s, why)
-        if not order:
-            for which in ("precision", "recall", "f1"):
-                out[f"macro_{which}"] = _additive_entry(parts, prf(which), ids, s, why, classes=list(classes))
+    out: dict[str, Any] = {}
+    order = rows.order[sl]
+    for suffix, m in (("", lab), *((f"_{o}", lab & (order == i)) for i, o in enumerate(ORDERS))):
+        parts = np.zeros((int(m.sum()), k * k))
+        parts[np.arange(len(parts)), to_cat[rows.label[sl][m]] * k + to_cat[rows.choice[sl][m]]] = 1.0
+        ids = rows.pair_ids[rows.pair[sl][m]]
+        why = f"no labelled judgments{suffix.replace('_', ' in the ')}" + (" order" if suffix else "")
+        stats = {"kappa": kappa, **({f"macro_{w}": prf(w) for w in ("precision", "recall", "f1")} if not suffix else {})}
+        if not len(ids):
+            out.update({f"{name}{suffix}": _missing(why) for name in stats})
+            continue
+        boots = additive_bootstraps(parts, stats, ids, s.n_boot, s.confidence, s.seed)
+        for name, boot in boots.items():
+            extra = {"classes": list(classes)} if name.startswith("macro_") else {}
+            out[f"{name}{suffix}"] = entry(boot["estimate"], n=len(ids), boot=boot, settings=s, **extra)
     return out
 
 
@@ -277,9 +289,10 @@ def _adjust(rows: list[dict[str, Any]], s: Settings) -> list[dict[str, Any]]:
     q = bh_adjust(p) if rows else []
     m = int(np.isfinite(p).sum())
     level = s.alpha / max(m, 1)
+    factor = mde_paired(1.0, alpha=level, power=s.power)  # the MDE is (z + z)·se: one factor per family
     for row, qv in zip(rows, q, strict=True):
         se = row.get("se")
-        row["mde"] = mde_paired(se, alpha=level, power=s.power) if se is not None and np.isfinite(se) else None
+        row["mde"] = float(factor * se) if se is not None and np.isfinite(se) else None
         row["mde_alpha"] = level
         row["family_size"] = m
         as_nan = {k: (np.nan if row.get(k) is None else row[k]) for k in ("low", "high", "se")}
@@ -291,44 +304,46 @@ def _adjust(rows: list[dict[str, Any]], s: Settings) -> list[dict[str, Any]]:
     return rows
 
 
-def _paired_row(va: pd.Series, vb: pd.Series, s: Settings, **fixed: Any) -> dict[str, Any]:
-    """One paired comparison (Δ = a − b on the pairs both have), before the family's BH and MDE."""
-    common = va.index.intersection(vb.index)
-    row: dict[str, Any] = {**fixed, "n_pairs": len(common),
+def _paired_rows(families: list[list[tuple[dict[str, Any], PairValues, PairValues]]],
+                 s: Settings) -> list[dict[str, Any]]:
+    """Each family's paired comparisons (``(fixed fields, a, b)``: Δ = a − b on the pairs both have), then its BH
+    and MDE. The bootstraps of every family run together (``paired_differences``: one matrix product per number
+    of shared pairs), each the same as ``rubriclab.stats.paired_bootstrap`` on its own."""
+    aligned = [[shared(va, vb) for _, va, vb in family] for family in families]
+    todo = [(a, b) for family in aligned for a, b in family if len(a) >= 2]
+    done = iter(paired_differences(todo, s.n_boot, s.confidence, s.seed))
+    out: list[dict[str, Any]] = []
+    for family, pairs in zip(families, aligned, strict=True):
+        rows = [_paired_row(fixed, len(a), next(done) if len(a) >= 2 else None, s)
+                for (fixed, _, _), (a, _) in zip(family, pairs, strict=True)]
+        out += _adjust(rows, s)
+    return out
+
+
+def _paired_row(fixed: dict[str, Any], n_common: int, res: dict[str, Any] | None, s: Settings) -> dict[str, Any]:
+    """One paired comparison, before the family's BH and MDE."""
+    row: dict[str, Any] = {**fixed, "n_pairs": n_common,
                            "ci": s.interval("pairs").replace("percentile bootstrap", "percentile paired bootstrap"),
                            "p_value": None, "se": None, "low": None, "high": None, "diff": None}
-    if len(common) < 2:
+    if res is None:
         return {**row, "degenerate": "fewer than 2 shared pairs"}
-    res = _paired_bootstrap(va.loc[common].to_numpy(float), vb.loc[common].to_numpy(float),
-                            n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence)
     return {**row, "mean_a": res["mean_a"], "mean_b": res["mean_b"], "diff": res["diff"], "low": res["low"],
             "high": res["high"], "se": res["se"], "p_value": res["p_value"], "degenerate": res.get("degenerate")}
 
 
-def _compare(values: dict[str, pd.Series], names: list[tuple[str, str]], family: str, metric: str,
-             s: Settings, fixed: dict[str, str]) -> list[dict[str, Any]]:
-    rows = [_paired_row(values[a], values[b], s, family=family, metric=metric, **fixed, a=a, b=b) for a, b in names]
-    return _adjust(rows, s)
+def _family(values: dict[str, PairValues], names: list[tuple[str, str]], family: str, metric: str,
+            fixed: dict[str, str]) -> list[tuple[dict[str, Any], PairValues, PairValues]]:
+    return [({"family": family, "metric": metric, **fixed, "a": a, "b": b}, values[a], values[b]) for a, b in names]
 
 
-def _per_pair_values(sub: pd.DataFrame, metric: str) -> pd.Series:
-    if metric == "accuracy":
-        lab = sub[sub["label"].notna()]
-        return lab.groupby("pair_id")["credit"].mean()
-    wide = sub.pivot(index="pair_id", columns="order", values="choice")
-    if not set(ORDERS) <= set(wide.columns) or sub["order_free"].all():
-        return pd.Series(dtype=float)
-    wide = wide.dropna(subset=list(ORDERS))
-    return ((wide["original"] == wide["swapped"]) & (wide["original"] != "none")).astype(float)
-
-
-def comparisons(df: pd.DataFrame, s: Settings) -> list[dict[str, Any]]:
+def comparisons(df: pd.DataFrame, s: Settings, rows: Rows | None = None) -> list[dict[str, Any]]:
     """Within each judge (its conditions: each other one against ``baseline``, or every pair) and within each
     condition (every pair of judges), for accuracy and positional agreement; BH per family."""
-    out: list[dict[str, Any]] = []
+    rows = Rows.of(df) if rows is None else rows
+    families = []
     for metric in COMPARED:
-        for judge, g in df.groupby("judge", sort=True):
-            values = {c: _per_pair_values(gc, metric) for c, gc in g.groupby("condition", sort=True)}
+        for judge in rows.judges():
+            values = {c: rows.per_pair(j, c, metric) for j, c in rows.cells if j == judge}
             values = {c: v for c, v in values.items() if len(v)}
             conds = sorted(values)
             if s.baseline and s.baseline in values:  # Δ = condition − baseline
@@ -336,37 +351,37 @@ def comparisons(df: pd.DataFrame, s: Settings) -> list[dict[str, Any]]:
             else:
                 names = list(combinations(conds, 2))
             if names:
-                out += _compare(values, names, f"judge:{judge}", metric, s, {"judge": judge, "condition": None})
-        for cond, g in df.groupby("condition", sort=True):
-            values = {j: _per_pair_values(gj, metric) for j, gj in g.groupby("judge", sort=True)}
+                families.append(_family(values, names, f"judge:{judge}", metric, {"judge": judge, "condition": None}))
+        for cond in rows.conditions():
+            values = {j: rows.per_pair(j, c, metric) for j, c in rows.cells if c == cond}
             values = {j: v for j, v in values.items() if len(v)}
             names = list(combinations(sorted(values), 2))
             if names:
-                out += _compare(values, names, f"condition:{cond}", metric, s, {"judge": None, "condition": cond})
-    return out
+                families.append(_family(values, names, f"condition:{cond}", metric, {"judge": None, "condition": cond}))
+    return _paired_rows(families, s)
 
 
 def contrasts(df: pd.DataFrame, s: Settings, spec: tuple[tuple[str, str, str], ...],
-              judges: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+              judges: tuple[str, ...] | None = None, rows: Rows | None = None) -> list[dict[str, Any]]:
     """The named contrasts (``(name, a, b)``: Δ = a − b) within each judge (``judges``, or every judge) that has
     both conditions, for accuracy and positional agreement; one family per metric (every judge × contrast of
     that metric): BH over it, MDE at its Bonferroni level α/m."""
-    out: list[dict[str, Any]] = []
-    keep = sorted(set(df["judge"])) if judges is None else [j for j in judges if j in set(df["judge"])]
+    rows = Rows.of(df) if rows is None else rows
+    present = rows.judges()
+    keep = present if judges is None else [j for j in judges if j in set(present)]
+    families = []
     for metric in COMPARED:
-        rows = []
+        family = []
         for judge in keep:
-            g = df[df["judge"] == judge]
             for name, a, b in spec:
-                if not {a, b} <= set(g["condition"]):
+                if (judge, a) not in rows.cells or (judge, b) not in rows.cells:
                     continue
-                va = _per_pair_values(g[g["condition"] == a], metric)
-                vb = _per_pair_values(g[g["condition"] == b], metric)
+                va, vb = rows.per_pair(judge, a, metric), rows.per_pair(judge, b, metric)
                 if len(va) and len(vb):
-                    rows.append(_paired_row(va, vb, s, family=f"contrasts:{metric}", metric=metric, contrast=name,
-                                            judge=judge, condition=None, a=a, b=b))
-        out += _adjust(rows, s)
-    return out
+                    family.append(({"family": f"contrasts:{metric}", "metric": metric, "contrast": name,
+                                    "judge": judge, "condition": None, "a": a, "b": b}, va, vb))
+        families.append(family)
+    return _paired_rows(families, s)
 
 
 # -- agreement -----------------------------------------------------------------------------------------------------
@@ -431,36 +446,52 @@ def annotator_agreement(rs: RecordedSet, s: Settings) -> dict[str, Any] | None:
 
 
 # -- majority of judges, biases ------------------------------------------------------------------------------------
-def majority_of_judges(df: pd.DataFrame, s: Settings) -> list[dict[str, Any]]:
+def majority_of_judges(df: pd.DataFrame, s: Settings, judged: Rows | None = None) -> list[dict[str, Any]]:
     """Per condition with ≥ 3 judges: accuracy of the judges' majority choice per (pair, order) (split votes a
     tie, no vote at all ``none``), against the best single judge on the same pairs."""
+    judged = Rows.of(df) if judged is None else judged
     rows = []
-    lab = df[df["label"].notna()]
-    for cond, g in lab.groupby("condition", sort=True):
-        judges = sorted(g["judge"].unique())
+    for cond in judged.conditions():
+        cells = [(j, sl) for (j, c), sl in judged.cells.items() if c == cond and (judged.label[sl] >= 0).any()]
+        judges = [j for j, _ in cells]
         if len(judges) < MIN_MAJORITY_JUDGES:
             continue
-        credits = []
-        for (pid, _), u in g.groupby(["pair_id", "order"], sort=True):
-            votes = [c for c in u["choice"] if c != "none"]
-            mv = majority_vote(votes) or "none"
-            label = u["label"].iloc[0]
-            credits.append((pid, 1.0 if mv == label else (s.tie_credit if mv == "tie" else 0.0)))
-        per_pair = pd.DataFrame(credits, columns=["pair_id", "credit"]).groupby("pair_id")["credit"].mean()
-        singles = {j: gj.groupby("pair_id")["credit"].mean() for j, gj in g.groupby("judge")}
-        best = max(sorted(singles), key=lambda j: singles[j].mean())
-        common = per_pair.index.intersection(singles[best].index)
-        cmp = _paired_bootstrap(per_pair.loc[common].to_numpy(float), singles[best].loc[common].to_numpy(float),
-                                n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence) if len(common) >= 2 else {}
+        per_pair = _majority_per_pair(judged, [sl for _, sl in cells], s.tie_credit)
+        singles = {j: judged.per_pair(j, cond, "accuracy") for j in judges}
+        means = {j: float(pd.Series(v.values).mean()) for j, v in singles.items()}  # pandas' mean, as before
+        best = max(sorted(singles), key=lambda j: means[j])
+        a, b = shared(per_pair.spread(len(judged.pair_ids)), singles[best])
+        cmp = _paired_bootstrap(a, b, n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence) if len(a) >= 2 else {}
         rows.append({"condition": cond, "judges": judges,
-                     "majority_accuracy": _mean_entry(per_pair.to_numpy(), per_pair.index.to_numpy(), s, "no pair"),
-                     "best_judge": best, "best_judge_accuracy": float(singles[best].mean()),
+                     "majority_accuracy": _mean_entry(per_pair.values, per_pair.pairs, s, "no pair"),
+                     "best_judge": best, "best_judge_accuracy": means[best],
                      "diff_vs_best": cmp.get("diff"), "diff_low": cmp.get("low"), "diff_high": cmp.get("high"),
                      "p_value": cmp.get("p_value"), "ci": s.interval("pairs").replace("bootstrap", "paired bootstrap")})
     return rows
 
 
-def biases(rs: RecordedSet, df: pd.DataFrame, s: Settings) -> list[dict[str, Any]]:
+def _majority_per_pair(judged: Rows, slices: list[slice], tie_credit: float) -> PairValues:
+    """Per labelled pair, the mean over its (pair, order) units of the credit of the judges' majority choice
+    (``majority_vote`` of the choices that are not none: the strictly most frequent, ``tie`` when the top is
+    shared, ``none`` without a vote)."""
+    pick = np.concatenate([np.flatnonzero(judged.label[sl] >= 0) + sl.start for sl in slices])
+    unit_key = judged.pair[pick] * len(ORDERS) + judged.order[pick]
+    units, unit = np.unique(unit_key, return_inverse=True)
+    choice = judged.choice[pick]
+    votes = choice != NONE
+    counts = np.bincount(unit[votes] * NONE + choice[votes], minlength=len(units) * NONE).reshape(-1, NONE)
+    top = counts.max(axis=1)
+    shared_top = (counts == top[:, None]).sum(axis=1) > 1
+    tie = CHOICES.index("tie")
+    winner = np.where(top == 0, NONE, np.where(shared_top, tie, counts.argmax(axis=1)))
+    label = np.empty(len(units), dtype=np.int64)
+    label[unit] = judged.label[pick]
+    credit = np.where(winner == label, 1.0, np.where(winner == tie, tie_credit, 0.0))
+    pairs, inv = np.unique(units // len(ORDERS), return_inverse=True)
+    return PairValues(pairs, np.bincount(inv, weights=credit, minlength=len(pairs)) / np.bincount(inv))
+
+
+def biases(rs: RecordedSet, df: pd.DataFrame, s: Settings, judged: Rows | None = None) -> list[dict[str, Any]]:
     """Per judge × condition (and for the labels themselves): the probability of preferring the longer response
     (pairs whose outputs differ in length) and the one with a list (pairs where exactly one has one), among
     first/second verdicts."""
@@ -469,14 +500,20 @@ def biases(rs: RecordedSet, df: pd.DataFrame, s: Settings) -> list[dict[str, Any
     rows = []
     if not any(longer.values()) and not any(listed.values()):
         return rows
-    decided = df[df["choice"].isin(["1", "2"])]
-    for (judge, cond), g in decided.groupby(["judge", "condition"], sort=True):
+    judged = Rows.of(df) if judged is None else judged
+    # per pair code: the preferred side's choice code, -1 where the outputs do not differ in this respect
+    sides = {name: np.array([CHOICES.index(side[pid]) if side.get(pid) else -1 for pid in judged.pair_ids], dtype=int)
+             for name, side in (("prefers_longer", longer), ("prefers_list", listed))}
+    for (judge, cond), sl in judged.cells.items():
+        choice, pair = judged.choice[sl], judged.pair[sl]
+        decided = choice < CHOICES.index("tie")  # 1 or 2
+        if not decided.any():
+            continue
         row: dict[str, Any] = {"judge": judge, "condition": cond}
-        for name, side in (("prefers_longer", longer), ("prefers_list", listed)):
-            sides = g["pair_id"].map(side)
-            ok = sides.notna()
-            row[name] = _mean_entry((g.loc[ok, "choice"] == sides[ok]).to_numpy(float), g.loc[ok, "pair_id"].to_numpy(),
-                                    s, "no pair where the outputs differ in this respect")
+        for name, side in sides.items():
+            ok = decided & (side[pair] >= 0)
+            row[name] = _mean_entry((choice[ok] == side[pair[ok]]).astype(float), pair[ok], s,
+                                    "no pair where the outputs differ in this respect")
         rows.append(row)
     labelled = [(pid, p.label) for pid, p in rs.pairs.items() if p.label in ("1", "2")]
     row = {"judge": "(labels)", "condition": "—"}
@@ -492,6 +529,12 @@ def biases(rs: RecordedSet, df: pd.DataFrame, s: Settings) -> list[dict[str, Any
 def analyze(rs: RecordedSet, settings: Settings | None = None) -> RecordedAnalysis:
     """The whole audit of a RecordedSet (see the module docstring)."""
     s = settings or Settings()
+    # thousands of small matrix products (draw counts × per-pair parts): threads only add synchronisation
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _analyze(rs, s)
+
+
+def _analyze(rs: RecordedSet, s: Settings) -> RecordedAnalysis:
     df = judgments_frame(rs, s.tie_credit)
     classes = [c for c in ("1", "2", "tie") if any(p.label == c for p in rs.pairs.values())]
     res = RecordedAnalysis(
@@ -499,21 +542,23 @@ def analyze(rs: RecordedSet, settings: Settings | None = None) -> RecordedAnalys
                 "license": rs.license, "label_rule": rs.label_rule, "judges": rs.judges, "conditions": rs.conditions,
                 "classes": classes},
         settings=s, counts=rs.counts(), notes=list(rs.notes))
-    for (judge, cond), sub in df.groupby(["judge", "condition"], sort=True):
-        cell = _cell(sub, classes, s)
-        res.cells.append({"judge": judge, "condition": cond, "n_pairs": int(sub["pair_id"].nunique()),
-                          "n_judgments": len(sub), "n_none": int((sub["verdict"] == "none").sum()),
-                          "n_tie": int((sub["verdict"] == "tie").sum()),
-                          "n_unlabelled_pairs": int(sub.loc[sub["label"].isna(), "pair_id"].nunique()),
+    rows = Rows.of(df)  # grouped once: every part below reads cells as slices
+    for (judge, cond), sl in rows.cells.items():
+        cell = _cell(rows, sl, classes, s)
+        pair, verdict = rows.pair[sl], rows.verdict[sl]
+        res.cells.append({"judge": judge, "condition": cond, "n_pairs": len(np.unique(pair)),
+                          "n_judgments": len(pair), "n_none": int((verdict == VERDICTS.index("none")).sum()),
+                          "n_tie": int((verdict == VERDICTS.index("tie")).sum()),
+                          "n_unlabelled_pairs": len(np.unique(pair[rows.label[sl] < 0])),
                           "metrics": cell})
-    res.comparisons = comparisons(df, s)
+    res.comparisons = comparisons(df, s, rows)
     spec = s.contrasts if s.contrasts is not None else tuple(rs.extras.get("contrasts") or ())
     if spec:
         res.source["contrasts"] = [list(c) for c in spec]
         res.source["contrast_judges"] = list(s.contrast_judges) if s.contrast_judges is not None else None
-        res.contrasts = contrasts(df, s, tuple(_contrast(c) for c in spec), s.contrast_judges)
+        res.contrasts = contrasts(df, s, tuple(_contrast(c) for c in spec), s.contrast_judges, rows)
     res.judge_agreement = judge_agreement(df, s)
     res.annotator_agreement = annotator_agreement(rs, s)
-    res.majority = majority_of_judges(df, s)
-    res.biases = biases(rs, df, s)
+    res.majority = majority_of_judges(df, s, rows)
+    res.biases = biases(rs, df, s, rows)
     return res

@@ -173,8 +173,9 @@ class RecordedSet:
         """One row per judgment with its pair's label: pair_id, judge, condition, order, verdict, choice, label,
         correct (choice == label; NaN without a label), raw, finish_reason, generated (joined), score."""
         rows = []
+        labels = {pid: p.label for pid, p in self.pairs.items()}  # a pair's plurality once, not per judgment
         for j in self.judgments:
-            label = self.pairs[j.pair_id].label
+            label = labels[j.pair_id]
             rows.append({
                 "pair_id": j.pair_id, "judge": j.judge, "condition": j.condition, "order": j.order,
                 "verdict": j.verdict, "choice": j.choice, "label": label,

@@ -1,0 +1,254 @@
+"""The fast recorded-verdicts analysis (shared draws, matrix products, arrays instead of per-cell frames) gives the
+numbers of a slow, straightforward reference bit for bit: per cell with ``rubriclab.stats.item_bootstrap``,
+paired comparisons with ``rubriclab.stats.paired_bootstrap``, κ and macro F1 with ``scipy.stats.bootstrap``
+re-counting the drawn pairs' confusion matrix per resample. A future "optimisation" that changes a number fails
+here (benchmarks/recorded_scale.py times the fast path at 80,000 verdicts)."""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from rubriclab.recorded import Judgment, RecordedPair, RecordedSet, Settings, analyze, judgments_frame
+from rubriclab.recorded._agreement import kappa_from_confusion, macro_prf_from_confusion
+from rubriclab.recorded._analysis import _longer, _with_list
+from rubriclab.recorded._boot import additive_bootstrap, mean_bootstrap, paired_differences
+from rubriclab.recorded._rows import first_codes
+from rubriclab.stats import bh_adjust, item_bootstrap, majority_vote, mde_paired, paired_bootstrap
+
+N_BOOT = 199
+
+
+def _random_set(seed: int) -> RecordedSet:
+    """3 judges × 3 conditions over 14 pairs: labels from three annotators (some pairs without a majority),
+    ties and none verdicts, some judgments missing (pairs judged in one order), one cell in one order only."""
+    rng = np.random.default_rng(seed)
+    pairs = {}
+    for i in range(14):
+        labels = tuple((f"a{k}", str(rng.choice(["1", "2", "tie"], p=[0.45, 0.45, 0.1]))) for k in range(3))
+        outs = ["w " * int(rng.integers(1, 9)) + ("\n- x\n- y" if rng.random() < 0.4 else "") for _ in range(2)]
+        pairs[f"p{i}"] = RecordedPair(id=f"p{i}", labels=labels, output_1=outs[0], output_2=outs[1])
+    judgments = []
+    for judge in ("A", "B", "C"):
+        for cond in ("x", "y", "z"):
+            for pid in pairs:
+                for order in ("original", "swapped"):
+                    if rng.random() < 0.1 or (judge, cond, order) == ("C", "z", "swapped"):
+                        continue
+                    verdict = str(rng.choice(["first", "second", "tie", "none"], p=[0.45, 0.4, 0.1, 0.05]))
+                    judgments.append(Judgment(pair_id=pid, judge=judge, condition=cond, order=order, verdict=verdict))
+    return RecordedSet(name="random", format="table", path="(test)", pairs=pairs, judgments=judgments)
+
+
+def _same(a: object, b: object) -> bool:
+    return a == b or (isinstance(a, float) and isinstance(b, float) and np.isnan(a) and np.isnan(b))
+
+
+def _check(entry: dict, ref: dict | None) -> None:
+    if ref is None:
+        assert entry["value"] is None
+        return
+    got = (entry["value"], entry["low"], entry["high"])
+    want = tuple(None if v is None or np.isnan(v) else float(v) for v in (ref["estimate"], ref["low"], ref["high"]))
+    assert got == want
+
+
+def _mean_ref(values: pd.Series, ids: pd.Series, s: Settings) -> dict | None:
+    if not len(values):
+        return None
+    return item_bootstrap(values.to_numpy(float), "mean", ids.to_numpy(), n_resamples=s.n_boot,
+                          confidence=s.confidence, seed=s.seed)
+
+
+def _confusion_ref(rows: pd.DataFrame, cats: list[str], classes: list[str], s: Settings, which: str) -> dict | None:
+    """The statistic re-counted from the drawn pairs' judgments on every resample (scipy, not vectorised)."""
+    if rows.empty:
+        return None
+    items = sorted(rows["pair_id"].unique())
+    by_item = [rows[rows["pair_id"] == p] for p in items]
+    cls = [cats.index(c) for c in classes]
+
+    def stat(cm: np.ndarray) -> float:
+        return kappa_from_confusion(cm) if which == "kappa" else macro_prf_from_confusion(cm, cls)[which]
+
+    def counts(frames: list[pd.DataFrame]) -> np.ndarray:
+        cm = np.zeros((len(cats), len(cats)))
+        for f in frames:
+            for lab, ch in zip(f["label"], f["choice"], strict=True):
+                cm[cats.index(lab), cats.index(ch)] += 1
+        return cm
+
+    est = stat(counts(by_item))
+    if len(items) < 2:
+        return {"estimate": est, "low": est, "high": est}
+    res = stats.bootstrap((np.arange(len(items)),), lambda idx: stat(counts([by_item[i] for i in idx])),
+                          vectorized=False, n_resamples=s.n_boot, method="percentile", rng=np.random.default_rng(s.seed))
+    dist = np.asarray(res.bootstrap_distribution)
+    good = dist[np.isfinite(dist)]
+    tail = (1 - s.confidence) / 2
+    low, high = np.quantile(good, [tail, 1 - tail]) if good.size else (np.nan, np.nan)
+    return {"estimate": est, "low": low, "high": high}
+
+
+def _cell_ref(sub: pd.DataFrame, classes: list[str], s: Settings) -> dict[str, dict | None]:
+    lab = sub[sub["label"].notna()]
+    out: dict[str, dict | None] = {}
+    for order in ("original", "swapped"):
+        rows = lab[lab["order"] == order]
+        out[f"accuracy_{order}"] = _mean_ref(rows["credit"], rows["pair_id"], s)
+    per_pair = lab.groupby("pair_id")["credit"].mean()
+    out["accuracy"] = _mean_ref(per_pair, pd.Series(per_pair.index), s)
+    wide = sub.pivot(index="pair_id", columns="order", values="choice")
+    if {"original", "swapped"} <= set(wide.columns):
+        wide = wide.dropna()
+        agree = ((wide["original"] == wide["swapped"]) & (wide["original"] != "none")).astype(float)
+        out["positional_agreement"] = _mean_ref(agree, pd.Series(wide.index), s)
+        lw = wide.join(lab.groupby("pair_id")["label"].first(), how="inner")
+        both = ((lw["original"] == lw["label"]) & (lw["swapped"] == lw["label"])).astype(float)
+        out["both_correct"] = _mean_ref(both, pd.Series(lw.index), s)
+    else:
+        out["positional_agreement"] = out["both_correct"] = None
+    decided = sub[sub["verdict"].isin(["first", "second"])]
+    out["first_position_rate"] = _mean_ref((decided["verdict"] == "first").astype(float), decided["pair_id"], s)
+    cats = list(dict.fromkeys([*classes, "1", "2", "tie", "none"]))
+    for suffix, rows in (("", lab), ("_original", lab[lab["order"] == "original"]),
+                         ("_swapped", lab[lab["order"] == "swapped"])):
+        out[f"kappa{suffix}"] = _confusion_ref(rows, cats, classes, s, "kappa")
+    for which in ("precision", "recall", "f1"):
+        out[f"macro_{which}"] = _confusion_ref(lab, cats, classes, s, which)
+    return out
+
+
+def _per_pair(sub: pd.DataFrame, metric: str) -> pd.Series:
+    if metric == "accuracy":
+        return sub[sub["label"].notna()].groupby("pair_id")["credit"].mean()
+    wide = sub.pivot(index="pair_id", columns="order", values="choice")
+    if not {"original", "swapped"} <= set(wide.columns):
+        return pd.Series(dtype=float)
+    wide = wide.dropna()
+    return ((wide["original"] == wide["swapped"]) & (wide["original"] != "none")).astype(float)
+
+
+def _comparisons_ref(df: pd.DataFrame, s: Settings) -> dict[tuple, dict]:
+    out = {}
+    for metric in ("accuracy", "positional_agreement"):
+        for key, other in (("judge", "condition"), ("condition", "judge")):
+            for name, g in df.groupby(key):
+                values = {o: _per_pair(go, metric) for o, go in g.groupby(other)}
+                values = {o: v for o, v in values.items() if len(v)}
+                family = []
+                for a, b in combinations(sorted(values), 2):
+                    common = values[a].index.intersection(values[b].index)
+                    res = paired_bootstrap(values[a].loc[common].to_numpy(), values[b].loc[common].to_numpy(),
+                                           n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence) \
+                        if len(common) >= 2 else None
+                    family.append(((f"{key}:{name}", metric, a, b), len(common), res))
+                p = np.array([np.nan if r is None else r["p_value"] for _, _, r in family])
+                q = bh_adjust(p)
+                m = int(np.isfinite(p).sum())
+                for (k, n, res), qv in zip(family, q, strict=True):
+                    out[k] = {"n_pairs": n, "res": res, "q": None if np.isnan(qv) else float(qv),
+                              "mde": None if res is None else mde_paired(res["se"], alpha=s.alpha / m, power=s.power)}
+    return out
+
+
+def _majority_ref(df: pd.DataFrame, s: Settings) -> dict[str, tuple]:
+    out = {}
+    lab = df[df["label"].notna()]
+    for cond, g in lab.groupby("condition"):
+        credits = []
+        for (pid, _), u in g.groupby(["pair_id", "order"]):
+            mv = majority_vote([c for c in u["choice"] if c != "none"]) or "none"
+            label = u["label"].iloc[0]
+            credits.append((pid, 1.0 if mv == label else (s.tie_credit if mv == "tie" else 0.0)))
+        per_pair = pd.DataFrame(credits, columns=["pair_id", "credit"]).groupby("pair_id")["credit"].mean()
+        singles = {j: gj.groupby("pair_id")["credit"].mean() for j, gj in g.groupby("judge")}
+        best = max(sorted(singles), key=lambda j: singles[j].mean())
+        common = per_pair.index.intersection(singles[best].index)
+        cmp = paired_bootstrap(per_pair.loc[common].to_numpy(), singles[best].loc[common].to_numpy(),
+                               n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence)
+        out[cond] = (_mean_ref(per_pair, pd.Series(per_pair.index), s), best, float(singles[best].mean()), cmp)
+    return out
+
+
+@pytest.mark.parametrize(("seed", "tie_credit"), [(1, 0.0), (2, 0.3)])  # 0.3: sums that are not exact in floats
+def test_analysis_equals_the_straightforward_reference(seed: int, tie_credit: float) -> None:
+    rs = _random_set(seed)
+    s = Settings(n_boot=N_BOOT, seed=seed, tie_credit=tie_credit)
+    res = analyze(rs, s)
+    df = judgments_frame(rs, tie_credit)
+    classes = res.source["classes"]
+    cells = df.groupby(["judge", "condition"])
+    assert [(c["judge"], c["condition"]) for c in res.cells] == list(cells.groups)
+    for cell in res.cells:
+        ref = _cell_ref(cells.get_group((cell["judge"], cell["condition"])), classes, s)
+        for metric, want in ref.items():
+            _check(cell["metrics"][metric], want)
+    assert res.cell("C", "z")["metrics"]["positional_agreement"]["value"] is None  # one order only
+
+    ref = _comparisons_ref(df, s)
+    assert len(res.comparisons) == len(ref)
+    for row in res.comparisons:
+        want = ref[(row["family"], row["metric"], row["a"], row["b"])]
+        assert row["n_pairs"] == want["n_pairs"]
+        assert row["p_adjusted"] == want["q"] and row["mde"] == want["mde"]
+        if want["res"] is None:
+            assert row["diff"] is None
+            continue
+        for key in ("diff", "low", "high", "se", "p_value", "mean_a", "mean_b"):
+            assert row[key] == want["res"][key], key
+
+    majority = _majority_ref(df, s)
+    assert [r["condition"] for r in res.majority] == sorted(majority)
+    for row in res.majority:
+        acc, best, best_acc, cmp = majority[row["condition"]]
+        _check(row["majority_accuracy"], acc)
+        assert (row["best_judge"], row["best_judge_accuracy"]) == (best, best_acc)
+        assert (row["diff_vs_best"], row["diff_low"], row["diff_high"], row["p_value"]) == (
+            cmp["diff"], cmp["low"], cmp["high"], cmp["p_value"])
+
+    sides = {"prefers_longer": {p: _longer(x) for p, x in rs.pairs.items()},
+             "prefers_list": {p: _with_list(x) for p, x in rs.pairs.items()}}
+    decided = df[df["choice"].isin(["1", "2"])]
+    for row in res.biases[:-1]:  # the last row is the labels' own (unchanged code)
+        g = decided[(decided["judge"] == row["judge"]) & (decided["condition"] == row["condition"])]
+        for name, side in sides.items():
+            s_ = g["pair_id"].map(side)
+            ok = s_.notna()
+            _check(row[name], _mean_ref((g.loc[ok, "choice"] == s_[ok]).astype(float), g.loc[ok, "pair_id"], s))
+
+
+@pytest.mark.parametrize("values", [[0.0, 1.0], [0.0, 0.5, 1.0], [0.0, 0.3, 0.7, 1.0]])
+def test_shared_draws_equal_scipy_per_call(values: list[float]) -> None:
+    """Means, paired differences (batched) and additive statistics: the numbers of one scipy call each."""
+    rng = np.random.default_rng(7)
+    compared = []
+    for n in (2, 3, 9, 9, 30):
+        ids = np.array([f"p{i}" for i in rng.integers(0, max(2, n // 2), n)])
+        x = rng.choice(values, n)
+        want = item_bootstrap(x, "mean", ids, n_resamples=N_BOOT, confidence=0.9, seed=4)
+        got = mean_bootstrap(x, *first_codes(ids), N_BOOT, 0.9, 4)
+        assert all(_same(got[k], want[k]) for k in got), (got, want)
+        compared.append((x, rng.choice(values, n)))
+        parts = rng.choice(values, (n, 3))
+
+        def ratio(summed: np.ndarray) -> np.ndarray:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return summed[..., 0] / (summed[..., 1] + summed[..., 2])
+
+        got = additive_bootstrap(parts, ratio, ids, N_BOOT, 0.9, 4)
+        per_item = pd.DataFrame(parts).groupby(pd.Series(ids)).sum().to_numpy()  # sorted ids, as np.unique
+        if len(per_item) >= 2:
+            dist = stats.bootstrap((np.arange(len(per_item)),), lambda i, t=per_item: ratio(t[i].sum(axis=0)),
+                                   vectorized=False, n_resamples=N_BOOT, method="percentile",
+                                   rng=np.random.default_rng(4)).bootstrap_distribution
+            good = dist[np.isfinite(dist)]
+            tail = (1 - 0.9) / 2  # as the analysis computes it (not the literal 0.05)
+            assert (got["low"], got["high"]) == tuple(np.quantile(good, [tail, 1 - tail]))
+    for got, (a, b) in zip(paired_differences(compared, N_BOOT, 0.9, 4, chunk=2), compared, strict=True):
+        want = paired_bootstrap(a, b, n_resamples=N_BOOT, seed=4, confidence=0.9)
+        assert all(_same(got[k], want[k]) for k in want), (got, want)
