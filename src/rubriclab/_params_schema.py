@@ -27,6 +27,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidat
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
+from rubriclab.calibrate._table import NONE_POLICIES, ORDER_CHOICES  # defined once, by the code
 from rubriclab.errors import ConfigError
 from rubriclab.secrets import is_secret_key, looks_like_secret_value, redact_urls, scrub
 
@@ -544,6 +545,16 @@ class RecordedSource(Section):
     temperature: NonNegNum = None  # overrides llm.roles.judge's temperature
 
 
+class RecordedCalibrate(Section):
+    """``recorded.calibrate`` (rubriclab.calibrate.CellSettings)."""
+
+    label_fraction: Prob = None
+    seed: NonNegInt = None
+    lam: NonNegNum | None = None
+    order: _lit(ORDER_CHOICES) = None
+    none: _lit(NONE_POLICIES) = None
+
+
 class Recorded(Section):
     sources: dict[str, RecordedSource] = None
     confidence: Prob = None
@@ -555,6 +566,7 @@ class Recorded(Section):
     baseline: Name | None = None
     contrasts: dict[str, ConditionPair] | None = None  # name: [a, b], Δ = a − b within a judge
     contrast_judges: list[Name] | None = None
+    calibrate: RecordedCalibrate | None = None
 
 
 class Params(Section):

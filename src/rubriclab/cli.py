@@ -107,6 +107,25 @@ def cmd_calibrate_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate_verdicts(args: argparse.Namespace) -> int:
+    from rubriclab.calibrate import calibrate, load_recorded, verdict_table
+
+    # a shipped set or a path with its format needs no project; a named source is read from params.yaml
+    params, project = ({}, Path.cwd()) if args.source.startswith("shipped:") or args.format else _load(args)
+    table = verdict_table(load_recorded(args.source, project, params, args.format), args.judge, args.condition,
+                          order=args.order, none=args.none)
+    labelled = None
+    if args.labelled:
+        labelled = [ln.strip() for ln in Path(args.labelled).read_text(encoding="utf-8").splitlines() if ln.strip()]
+    res = calibrate(table, labelled=labelled, label_fraction=None if labelled else args.label_fraction,
+                    seed=args.seed, confidence=args.confidence, lam=args.lam)
+    print("\n".join(res.lines()))
+    if args.json:
+        Path(args.json).write_text(json.dumps(res.to_dict(), indent=2, default=str), encoding="utf-8")
+        print(f"json: {args.json}")
+    return 0
+
+
 def cmd_probe(args: argparse.Namespace) -> int:
     from rubriclab.stages.probe import run_probe_stage
 
@@ -338,7 +357,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_repair)
 
     p = sub.add_parser("calibrate", help="human calibration of the VFR verifier: export a labelling sheet, import "
-                                         "annotators' labels (agreement α; verifier precision/recall/F1)")
+                                         "annotators' labels (agreement α; verifier precision/recall/F1); "
+                                         "`calibrate verdicts`: a judge's verdicts + a few human labels -> "
+                                         "the human preference rate (PPI)")
     cal = p.add_subparsers(dest="action", required=True)
     q = cal.add_parser("export", help="a stratified sheet of high-scoring responses (attacks and genuine) to label")
     _common(q)
@@ -357,6 +378,30 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--n-boot", type=int, default=2000)
     q.add_argument("--seed", type=int, default=0)
     q.set_defaults(func=cmd_calibrate_import)
+    q = cal.add_parser("verdicts", help="a judge's recorded verdicts + human labels on a few pairs -> the human "
+                                        "preference rate: labels-only, judge-only, PPI (ppi_py) and isotonic "
+                                        "estimates with their intervals, n and method")
+    _common(q)
+    q.add_argument("--source", required=True, help="a source under recorded.sources, shipped:llmbar_natural / "
+                                                   "shipped:pandalm, or a path with --format")
+    q.add_argument("--format", default=None, choices=["llmbar", "pandalm", "table", "mlflow"],
+                   help="the layout of a --source path")
+    q.add_argument("--judge", required=True)
+    q.add_argument("--condition", required=True)
+    q.add_argument("--order", default="both", choices=["both", "original", "swapped"],
+                   help="both: a pair's verdicts averaged over the presentation orders")
+    q.add_argument("--none", default="half", choices=["half", "exclude"],
+                   help="a verdict that is none: counted 0.5 (half) or dropped (exclude); counted either way")
+    q.add_argument("--label-fraction", type=float, default=0.1, help="share of pairs given their human label by a "
+                                                                    "seeded random draw")
+    q.add_argument("--labelled", default=None, help="a file of pair ids (one a line) the human labelled, instead of "
+                                                    "a draw")
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--confidence", type=float, default=0.95)
+    q.add_argument("--lam", type=float, default=None, help="ppi_py's power tuning λ (default: tuned, PPI++; 1: "
+                                                           "plain PPI)")
+    q.add_argument("--json", default=None, help="also write the result as JSON here")
+    q.set_defaults(func=cmd_calibrate_verdicts)
 
     p = sub.add_parser("drift", help="rubric-induced preference drift: the biased rubric search and the drift gate")
     drift = p.add_subparsers(dest="action", required=True)

@@ -266,6 +266,53 @@ def _csv(path: Path, title: str, columns: list[str] | None = None) -> tuple[str,
                                             float_format=lambda v: f"{v:.4g}"))
 
 
+def _ci(row: Any, method: str) -> str:
+    value = row.get(method)
+    if value is None or pd.isna(value):
+        return "—"
+    return f"{value:.3f} [{row[method + '_low']:.3f}, {row[method + '_high']:.3f}]"
+
+
+def _calibration(d: Path) -> list[tuple]:
+    """The calibration step (``calibration.csv`` / ``.json``): one paragraph and the per-cell table."""
+    if not (d / "calibration.csv").exists() or not (d / "calibration.json").exists():
+        return []
+    table = pd.read_csv(d / "calibration.csv", keep_default_na=False, na_values=[""])
+    s = json.loads((d / "calibration.json").read_text(encoding="utf-8"))["settings"]
+    done = table[table["skipped"].fillna("") == ""] if "skipped" in table else table
+    if done.empty:
+        return [("md", "### Calibration with a few human labels\n\nNo cell could be calibrated: "
+                       + "; ".join(sorted(set(table.get("skipped", pd.Series(dtype=str)).astype(str)))))]
+    n, n_pairs = int(done["n_labelled"].iloc[0]), int(done["n_pairs"].max())
+    level = _pct(s["confidence"])
+    held = ((done["ppi_low"] <= done["all_labels"]) & (done["all_labels"] <= done["ppi_high"])).sum()
+    w_ppi = (done["ppi_high"] - done["ppi_low"]).median()
+    w_lab = (done["labels_only_high"] - done["labels_only_low"]).median()
+    bias = (done["judge_only"] - done["all_labels"]).abs()
+    md = ("### Calibration with a few human labels\n\n"
+          f"Target: the human preference rate for output 1 (ties ½). For each judge × condition, a seeded draw of "
+          f"{_pct(s['label_fraction'])} of the labelled pairs (n = {n} of {n_pairs}; seed {s['seed']}, the same "
+          "pairs in every cell) plays the few human labels; the rest of the labels are hidden and give the "
+          "all-labels value the estimates try to recover. Labels-only: the mean of the n labels. Judge-only: the "
+          "judge's mean over every pair (its interval covers sampling noise, not the judge's bias). PPI: "
+          f"prediction-powered inference (`ppi_py`, {'PPI++ power-tuned' if s.get('lam') is None else 'λ = ' + str(s['lam'])}): "
+          "the judge on every pair, corrected by its error on the labelled ones. Isotonic: a cross-fitted "
+          f"judge→human map (`ppi_py.crossppi_mean_ci`). All intervals {level} normal (CLT). In this one draw, "
+          f"PPI's interval held the all-labels value in {held} of {len(done)} cells; median width PPI "
+          f"{w_ppi:.3f} vs labels-only {w_lab:.3f}; median effective sample size {done['ess'].median():.1f} labels "
+          f"(n = {n}); judge-only |bias| median {bias.median():.3f}, largest {bias.max():.3f}. One draw illustrates; "
+          "coverage over 200 draws: `benchmarks/calibrate_llmbar.py` (benchmarks/README.md)."
+          + (f" Not calibrated: {len(table) - len(done)} cell(s) (reason in the table)." if len(done) < len(table) else ""))
+    rows = [[r["judge"], r["condition"], f"{r['all_labels']:.3f}" if not pd.isna(r.get("all_labels")) else "—",
+             _ci(r, "labels_only"), _ci(r, "judge_only"), _ci(r, "ppi"), _ci(r, "isotonic"),
+             f"{r['ess']:.1f}" if not pd.isna(r.get("ess")) else "—", r.get("skipped") or ""]
+            for r in table.to_dict("records")]
+    details = _frame_details(rows, ["judge", "condition", "all labels", f"labels-only [{level} CI] n={n}",
+                                    "judge-only [CI]", "PPI [CI]", "isotonic [CI]", "ESS (labels)", "not calibrated"],
+                             "Calibration per judge × condition (calibration.csv)")
+    return [("md", md), *([details] if details else [])]
+
+
 def recorded_sections(project: Path) -> list[dict[str, Any]]:
     """One section per ``outputs/recorded/<name>/card.json``."""
     out = []
@@ -286,6 +333,7 @@ def recorded_sections(project: Path) -> list[dict[str, Any]]:
         for md in (_publisher_md(card), _agreement_md(card)):
             if md:
                 blocks.append(("md", md))
+        blocks += _calibration(d)
         for block in (_agreement_details(card), _majority_details(card), _bias_details(card),
                       _csv(d / "comparisons.csv", "Every paired comparison (conditions within a judge, judges within "
                                                   "a condition; BH per family; comparisons.csv)", COMPARISON_COLUMNS)):

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab import atomic
+from rubriclab.calibrate import CellSettings, calibrate_cells
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.errors import ConfigError
 from rubriclab.recorded import (
@@ -147,6 +148,27 @@ def _track(rs: RecordedSet, analysis: RecordedAnalysis, params: dict[str, Any], 
         return run.run_id
 
 
+def calibration_settings(params: dict[str, Any], confidence: float) -> CellSettings | None:
+    """``recorded.calibrate`` (null or absent: no calibration step)."""
+    cfg = get(params, "recorded.calibrate", None)
+    if not cfg:
+        return None
+    return CellSettings(**{k: v for k, v in dict(cfg).items() if v is not None}, confidence=confidence)
+
+
+def write_calibration(rs: RecordedSet, analysis: RecordedAnalysis, params: dict[str, Any], out: Path
+                      ) -> dict[str, Path]:
+    """The calibration step: every judge × condition with a seeded draw of ``label_fraction`` of the labels
+    (``calibration.csv``, ``calibration.json``); nothing when ``recorded.calibrate`` is off."""
+    settings = calibration_settings(params, analysis.settings.confidence)
+    if settings is None:
+        return {}
+    table, full = calibrate_cells(rs, [(c["judge"], c["condition"]) for c in analysis.cells], settings)
+    meta = {"settings": {k: getattr(settings, k) for k in settings.__dataclass_fields__}, "cells": full}
+    return {"calibration.csv": atomic.write_csv(table, out / "calibration.csv", index=False),
+            "calibration.json": atomic.write_json(out / "calibration.json", meta, indent=1, default=float)}
+
+
 def run_recorded_stage(params: dict[str, Any], project: Path, name: str, *, out_dir: Path | None = None,
                        track: bool = True) -> dict[str, Any]:
     """Audit ``recorded.sources.<name>``; writes ``outputs/recorded/<name>/`` and ``metrics/recorded/<name>.json``
@@ -160,6 +182,7 @@ def run_recorded_stage(params: dict[str, Any], project: Path, name: str, *, out_
     out = Path(out_dir) if out_dir else project / "outputs/recorded" / name
     paths = write_card(analysis, out, publisher)
     paths["judgments.parquet"] = atomic.write_parquet(rs.frame(), out / "judgments.parquet", index=False)
+    paths.update(write_calibration(rs, analysis, params, out))
     metrics = stage_metrics(rs, analysis, publisher)
     if out_dir is None:
         paths["metrics"] = write_metrics_json(project / "metrics/recorded" / f"{name}.json", metrics)
