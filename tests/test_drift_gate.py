@@ -24,6 +24,7 @@ from rubriclab.testing import (
     NEUTRAL_SENTENCES,
     drift_pairs,
     drift_world,
+    gate_rows,
     scripted_model,
 )
 
@@ -110,23 +111,8 @@ def test_always_one_position_judge_reports_no_detectable_drift_with_a_real_mde(g
     assert mde == pytest.approx(d.loc["target", "mde"], rel=1e-2)  # the overall line quotes the weakest domain
 
 
-def _rows(spec: dict[str, tuple[int, int, int]]) -> tuple[pd.DataFrame, list[Pair]]:
-    """Judged rows for domains {name: (n, lost, gained)}: old agrees on every pair but the ``gained`` ones."""
-    rows, pairs = [], []
-    for dom, (n, lost, gained) in spec.items():
-        for i in range(n):
-            pid = f"{dom}-{i}"
-            old, new = ("agree", "disagree") if i < lost else ("disagree", "agree") if i < lost + gained else (
-                "agree", "agree")
-            pairs.append(Pair(id=pid, domain=dom, prompt=f"p {pid}", chosen="c", rejected="r"))
-            for name, status in (("old", old), ("new", new)):
-                rows.append({"rubric": name, "pair_id": pid, "domain": dom, "swapped": False, "human": "A",
-                             "verdict": "A" if status == "agree" else "B", "status": status})
-    return pd.DataFrame(rows), pairs
-
-
 def test_benjamini_hochberg_across_domains_decides_the_flags():
-    rows, pairs = _rows({"a": (40, 8, 0), "b": (40, 6, 0), "c": (40, 0, 0), "d": (40, 1, 1)})
+    rows, pairs = gate_rows({"a": (40, 8, 0), "b": (40, 6, 0), "c": (40, 0, 0), "d": (40, 1, 1)})
     res = compare_verdicts(rows, pairs, n_boot=500)
     d = res.domains.set_index("domain")
     assert d.loc["a", "p_value"] == pytest.approx(2 * 0.5 ** 8)
@@ -139,7 +125,7 @@ def test_benjamini_hochberg_across_domains_decides_the_flags():
 
 
 def test_mde_grows_as_the_domain_shrinks():
-    rows, pairs = _rows({"big": (400, 0, 0), "mid": (100, 0, 0), "small": (25, 0, 0)})
+    rows, pairs = gate_rows({"big": (400, 0, 0), "mid": (100, 0, 0), "small": (25, 0, 0)})
     d = compare_verdicts(rows, pairs, n_boot=200).domains.set_index("domain")
     assert d.loc["big", "mde"] < d.loc["mid", "mde"] < d.loc["small", "mde"]
     # with discordance the MDE also shrinks with n

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from rubriclab.stats._bootstrap import finish_distribution
+
 _BATCH = 250
 _EXACT_SCALE = 2.0**12  # parts that are multiples of 1/4096 ...
 _EXACT_LIMIT = 2.0**52  # ... and whose replicate sums (and a difference of two) stay below 2^53 of those units
@@ -171,24 +173,7 @@ def _collapse(out: dict[str, Any], reason: str) -> dict[str, Any]:
 
 
 def _finish(out: dict[str, Any], dist: np.ndarray, confidence: float) -> dict[str, Any]:
-    """``rubriclab.stats._bootstrap._finish`` on a distribution drawn here."""
-    finite = np.isfinite(dist)
-    out["n_invalid_resamples"] = int((~finite).sum())
-    if not finite.any():
-        out["degenerate"] = "the statistic was undefined (NaN) on every resample"
-        return out
-    good = dist[finite]
-    if np.ptp(good) == 0:
-        out.update(low=float(good[0]), high=float(good[0]), se=0.0, degenerate="constant bootstrap distribution")
-        return out
-    low, high = percentile_interval(dist, confidence)
-    if out["n_invalid_resamples"] or not (np.isfinite(low) and np.isfinite(high)):
-        tail = (1 - confidence) / 2
-        low, high = (float(q) for q in np.quantile(good, [tail, 1 - tail]))
-    out.update(low=low, high=high, se=float(np.std(good, ddof=1)))
-    if not np.isfinite(out["estimate"]):
-        out["degenerate"] = "the statistic is undefined (NaN) on the full data"
-    return out
+    return finish_distribution(out, dist, lambda: percentile_interval(dist, confidence))
 
 
 def paired_difference(a: np.ndarray, b: np.ndarray, n_resamples: int, confidence: float,

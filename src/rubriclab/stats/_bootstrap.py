@@ -269,7 +269,13 @@ def _run_scipy(samples: tuple, fn: Callable, out: dict, seed: int, *, vectorized
 
 
 def _finish(out: dict, res: Any) -> dict:
-    dist = np.asarray(res.bootstrap_distribution, dtype=float)
+    return finish_distribution(out, np.asarray(res.bootstrap_distribution, dtype=float),
+                               lambda: (float(res.confidence_interval.low), float(res.confidence_interval.high)))
+
+
+def finish_distribution(out: dict, dist: np.ndarray, interval: Callable[[], tuple[float, float]]) -> dict:
+    """Fill ``out``'s low, high and se from a bootstrap distribution ``dist`` and the method's ``interval``
+    (asked only when the distribution is finite and varies); say why when it cannot (``degenerate``)."""
     finite = np.isfinite(dist)
     out["n_invalid_resamples"] = int((~finite).sum())
     if not finite.any():
@@ -280,7 +286,7 @@ def _finish(out: dict, res: Any) -> dict:
         out.update(low=float(good[0]), high=float(good[0]), se=0.0,
                    degenerate="constant bootstrap distribution")
         return out
-    low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    low, high = interval()
     if out["n_invalid_resamples"] or not (np.isfinite(low) and np.isfinite(high)):
         # scipy's interval is NaN as soon as one replicate is; fall back to the percentile interval of
         # the finite replicates and say how many were dropped (never a silent NaN).

@@ -9,6 +9,7 @@ from rubriclab.testing._drift_world import (
     NEUTRAL_SENTENCES,
     drift_pairs,
     drift_world,
+    gate_rows,
 )
 from rubriclab.testing._fake_server import (
     ALL_FAULT_KINDS,
@@ -52,7 +53,7 @@ from rubriclab.testing._tiny_policy import tiny_policy
 
 __all__ = [
     "BrowserNotFoundError", "browser", "find_browser", "mlflow_ui", "wait_for_text",
-    "BENCH_HURT_SENTENCE", "BIAS_SENTENCE", "NEUTRAL_SENTENCES", "drift_pairs", "drift_world",
+    "BENCH_HURT_SENTENCE", "BIAS_SENTENCE", "NEUTRAL_SENTENCES", "drift_pairs", "drift_world", "gate_rows",
     "ALL_FAULT_KINDS", "CONTENT_FAULT_KINDS", "FAULT_KINDS", "FakeOpenAIServer", "FaultPlan", "PostgresNotFoundError", "ScriptedProvider", "default_responder",
     "fake_embedding", "find_postgres_bindir", "last_user_text", "postgres_server", "repair_world", "request_key", "scripted_model",
     "scripted_provider", "tiny_policy", "world_pairs",

@@ -207,3 +207,21 @@ def drift_world(tag: str, *, base_error: float = 0.0, noise: float = 0.0, bias_s
         "evaluator": RoleSpec(name="evaluator", model=scripted_model(f"drift-evaluator-{tag}", evaluator_script()),
                               temperature=0.7, concurrency=8, max_tokens=256),
     }
+
+
+def gate_rows(spec: dict[str, tuple[int, int, int]]) -> tuple[Any, list[Pair]]:
+    """Judged rows for the drift gate (``compare_verdicts``) over domains ``{name: (n, lost, gained)}``: the old
+    rubric agrees with the reference on every pair but the ``gained`` ones, the new one on all but the ``lost``."""
+    import pandas as pd
+
+    rows, pairs = [], []
+    for dom, (n, lost, gained) in spec.items():
+        for i in range(n):
+            pid = f"{dom}-{i}"
+            old, new = ("agree", "disagree") if i < lost else ("disagree", "agree") if i < lost + gained else (
+                "agree", "agree")
+            pairs.append(Pair(id=pid, domain=dom, prompt=f"p {pid}", chosen="c", rejected="r"))
+            for name, status in (("old", old), ("new", new)):
+                rows.append({"rubric": name, "pair_id": pid, "domain": dom, "swapped": False, "human": "A",
+                             "verdict": "A" if status == "agree" else "B", "status": status})
+    return pd.DataFrame(rows), pairs
