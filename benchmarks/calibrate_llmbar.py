@@ -30,7 +30,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
-def run_cell(table, draws: int, fraction: float, confidence: float, isotonic: bool) -> dict:
+def run_cell(table, draws: int, fraction: float, confidence: float, isotonic: bool, lam: float | None = None) -> dict:
     """Coverage and widths of every estimate over ``draws`` seeded label draws of one verdict table."""
     from rubriclab.calibrate import calibrate
 
@@ -40,7 +40,7 @@ def run_cell(table, draws: int, fraction: float, confidence: float, isotonic: bo
     ess = []
     for seed in range(draws):
         res = calibrate(table, label_fraction=fraction, seed=seed, confidence=confidence,
-                        isotonic_folds=5 if isotonic else 0)
+                        isotonic_folds=5 if isotonic else 0, lam=lam)
         for e in res.estimates:
             cover.setdefault(e.method, []).append(e.covers(truth))
             width.setdefault(e.method, []).append(e.width)
@@ -63,6 +63,7 @@ def main() -> int:
     ap.add_argument("--condition", default="Vanilla")
     ap.add_argument("--all", action="store_true", help="every judge × strategy, not the headline cell alone")
     ap.add_argument("--no-isotonic", action="store_true")
+    ap.add_argument("--lam", type=float, default=1.0, help="ppi_py's λ (default 1: plain PPI; -1: power-tuned PPI++)")
     args = ap.parse_args()
 
     from rubriclab.calibrate import load_recorded, verdict_table
@@ -76,7 +77,8 @@ def main() -> int:
     for judge, cond in cells:
         table = verdict_table(rs, judge, cond)
         rows.append({"judge": judge, "condition": cond,
-                     **run_cell(table, args.draws, args.fraction, args.confidence, not args.no_isotonic)})
+                     **run_cell(table, args.draws, args.fraction, args.confidence, not args.no_isotonic,
+                              None if args.lam < 0 else args.lam)})
     df = pd.DataFrame(rows)
     cols = [c for c in ["judge", "condition", "truth", "n", "N", "ppi_cover", "labels_only_cover", "isotonic_cover",
                         "ppi_width", "labels_only_width", "isotonic_width", "judge_bias", "median_ess"] if c in df]

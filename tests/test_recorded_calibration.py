@@ -60,8 +60,8 @@ def test_every_cell_is_calibrated_with_one_draw_and_ppi_equals_ppi_py(pandalm):
     Yhat = np.array([np.mean(verdicts[p]) for p in ids if p in labelled])
     Yhat_u = np.array([np.mean(verdicts[p]) for p in ids if p not in labelled])
     ppi = next(e for e in cell["estimates"] if e["method"] == "ppi")
-    assert ppi["value"] == pytest.approx(float(np.ravel(ppi_mean_pointestimate(Y, Yhat, Yhat_u))[0]), abs=1e-12)
-    low, high = ppi_mean_ci(Y, Yhat, Yhat_u, alpha=0.05)
+    assert ppi["value"] == pytest.approx(float(np.ravel(ppi_mean_pointestimate(Y, Yhat, Yhat_u, lam=1))[0]), abs=1e-12)
+    low, high = ppi_mean_ci(Y, Yhat, Yhat_u, alpha=0.05, lam=1)  # recorded.calibrate.lam: 1, plain PPI
     assert (ppi["low"], ppi["high"]) == pytest.approx((float(np.ravel(low)[0]), float(np.ravel(high)[0])), abs=1e-12)
     assert len(labelled) == 10 and len(ids) == 100  # 10% of LLMBar Natural's 100 pairs
 

@@ -118,7 +118,7 @@ def cmd_calibrate_verdicts(args: argparse.Namespace) -> int:
     if args.labelled:
         labelled = [ln.strip() for ln in Path(args.labelled).read_text(encoding="utf-8").splitlines() if ln.strip()]
     res = calibrate(table, labelled=labelled, label_fraction=None if labelled else args.label_fraction,
-                    seed=args.seed, confidence=args.confidence, lam=args.lam)
+                    seed=args.seed, confidence=args.confidence, lam=None if args.lam < 0 else args.lam)
     print("\n".join(res.lines()))
     if args.json:
         Path(args.json).write_text(json.dumps(res.to_dict(), indent=2, default=str), encoding="utf-8")
@@ -398,8 +398,8 @@ def build_parser() -> argparse.ArgumentParser:
                                                     "a draw")
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--confidence", type=float, default=0.95)
-    q.add_argument("--lam", type=float, default=None, help="ppi_py's power tuning λ (default: tuned, PPI++; 1: "
-                                                           "plain PPI)")
+    q.add_argument("--lam", type=float, default=1.0, help="ppi_py's λ (default 1: plain PPI; -1: power-tuned "
+                                                          "PPI++, which under-covered with 10 labels)")
     q.add_argument("--json", default=None, help="also write the result as JSON here")
     q.set_defaults(func=cmd_calibrate_verdicts)
 

@@ -23,7 +23,7 @@ class CellSettings:
 
     label_fraction: float = 0.1
     seed: int = 0
-    lam: float | None = None  # ppi_py's power tuning (None: tuned, PPI++; 1: plain PPI)
+    lam: float | None = 1.0  # ppi_py's λ (1: plain PPI; None: power-tuned PPI++)
     order: str = "both"
     none: str = "half"
     confidence: float = 0.95
