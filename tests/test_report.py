@@ -319,3 +319,13 @@ def test_recorded_publisher_checks_and_plot(recorded_report):
     for s in (bar, panda):  # one accuracy plot per source, embedded
         assert s.count('<img src="data:image/png;base64,') == 1 and "accuracy (mean over the presentation" in s
     assert re.findall(r'src="(?!data:image/png;base64,)([^"]*)"', html) == ["build.js"]
+
+
+def test_build_facts_never_carry_a_tracking_credential(report, tmp_path, monkeypatch):
+    res, _, _ = report
+    project = res["path"].parents[2]
+    monkeypatch.setattr("rubriclab.report._build.stage_runs", lambda *a, **k: {})  # no server to ask here
+    out = build_report(project, tmp_path / "cred", tracking_uri="postgresql://ann:s3cr3t-Pa55@db.example:5432/ml",
+                       experiment="rubriclab", ledger_rows=LEDGER, store="calls.sqlite")
+    text = out["build_path"].read_text() + out["path"].read_text()
+    assert "s3cr3t-Pa55" not in text and "db.example:5432/ml" in _build(out)["tracking_uri"]

@@ -422,7 +422,7 @@ def _cell_metrics(cell: dict[tuple, Any], slots: dict, votes: dict, results: dic
         "n_sample_failures": n_sample_failures,
         "n_sample_transport_errors": sum(1 for k in keys for r in results[k] if not r.ok and r.parse_error is None),
         "calls_made": calls_made, "calls_full": calls_full, "calls_saved": calls_full - calls_made,
-        "calls_cached": sum(1 for k in keys for r in results[k] if r.cached),
+        # how many of these the call store served is the store's history, not the card's: see the ledger
     }
     return out, counts
 

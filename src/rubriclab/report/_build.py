@@ -11,6 +11,7 @@ from rubriclab.atomic import write_text
 from rubriclab.report._collect import collect_sections
 from rubriclab.report._html import render_blocks, render_report
 from rubriclab.report._runs import run_link, stage_runs
+from rubriclab.secrets import redact_urls
 
 DEFAULT_UI = "http://127.0.0.1:5000"
 BUILD_FILE = "build.js"
@@ -32,7 +33,7 @@ def build_report(project: Path, out_dir: Path, *, tracking_uri: str, experiment:
     ledger at report time) goes to ``build.js`` beside it, which the page reads when opened."""
     runs = stage_runs(tracking_uri, experiment, project)
     sections = collect_sections(project, ledger_rows, store)
-    build = {"project_name": project.name, "commit": commit[:12], "tracking_uri": tracking_uri,
+    build = {"project_name": project.name, "commit": commit[:12], "tracking_uri": redact_urls(tracking_uri),
              "made_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "runs": {}, "html": {}}
     for s in sections:
         if s.get("run_name"):

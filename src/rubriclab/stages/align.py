@@ -235,16 +235,17 @@ def run_train(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
                 hist = res["history"].assign(policy=name)
                 histories.append(hist)
                 row = {"policy": name, "rubric": rubric, "regime": regime, "n_pairs": res["n_pairs"],
-                       "steps": res["steps"], "seconds": round(res["seconds"], 2),
-                       "seconds_per_step": round(res["seconds_per_step"], 3), "device": res["device"],
+                       "steps": res["steps"], "device": res["device"],
                        "loss_first": float(hist["loss"].iloc[0]), "loss_last": float(hist["loss"].iloc[-1]),
                        "margin_last": float(hist["rewards/margins"].iloc[-1]) if "rewards/margins" in hist else np.nan,
                        "logratio_before": float(np.mean(before)), "logratio_after": float(np.mean(after)),
                        "pairs_moved_toward_label": int(np.sum(after > before))}
                 rows.append(row)
                 trained[digest] = (name, row)
-                if handle is not None:
-                    handle.log_metrics({k: row[k] for k in ("logratio_before", "logratio_after", "seconds_per_step")})
+                if handle is not None:  # wall time goes to MLflow only: in the outputs it would differ on every run
+                    handle.log_metrics({"logratio_before": row["logratio_before"],
+                                        "logratio_after": row["logratio_after"], "seconds": res["seconds"],
+                                        "seconds_per_step": res["seconds_per_step"]})
     summary = pd.DataFrame(rows)
     atomic.write_csv(summary, ctx["out"] / "training.csv", index=False)
     history = pd.concat(histories, ignore_index=True) if histories else pd.DataFrame()
@@ -418,7 +419,8 @@ def summarize(ctx: dict[str, Any], labels: dict[str, Any] | None, train: dict[st
                   if s.mode == "lora" else "") + f", lr={s.learning_rate:g}, {s.scheduler}, warmup ratio "
                f"{s.warmup_ratio:g}, batch {s.batch_size}×{s.grad_accum}, max length {s.max_length}, epochs "
                f"{s.epochs:g}; float32 weights (with bf16 autocast on cuda: the optimizer updates float32 master weights). "
-               "Step curves: `training/curves.png` and the nested MLflow runs `dpo <policy>`. "
+               "Step curves: `training/curves.png` and the nested MLflow runs `dpo <policy>` (which also hold each "
+               "policy's wall time, kept out of these outputs so that a re-run writes the same bytes). "
                "logratio = mean log π(chosen|x) − log π(rejected|x) on the policy's own training pairs, before and "
                "after training (the direction the labels pull).", "",
                to_markdown(train["summary"].drop(columns=[c for c in ("rubric", "regime") if c in train["summary"]])),
