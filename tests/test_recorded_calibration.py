@@ -84,3 +84,16 @@ def test_the_report_shows_the_calibration(pandalm, tmp_path):
     text = "\n".join(str(b[1]) + (str(b[2]) if len(b) > 2 else "") for b in section["blocks"])
     assert "### Calibration with a few human labels" in text and "held the all-labels value in" in text
     assert "Calibration per judge × condition" in text and "PPI [CI]" in text
+
+
+def test_the_report_says_when_the_judge_does_not_help(tmp_path):
+    """PandaLM's judges on 100 labels: PPI (λ = 1) is wider than labels-only (ESS < n), and the page says so."""
+    from rubriclab.report._recorded import recorded_sections
+
+    out = tmp_path / "outputs/recorded/pandalm"
+    run_recorded_stage(_params(), ROOT, "pandalm", out_dir=out, track=False)
+    table = pd.read_csv(out / "calibration.csv", keep_default_na=False, na_values=[""])
+    worse = int((table["ess"] < table["n_labelled"]).sum())
+    assert worse >= 1
+    text = "\n".join(str(b[1]) for b in recorded_sections(tmp_path)[0]["blocks"] if b[0] == "md")
+    assert f"In {worse} of {len(table)} cells the effective sample size is below n" in text

@@ -302,6 +302,10 @@ def _calibration(d: Path) -> list[tuple]:
           f"{w_ppi:.3f} vs labels-only {w_lab:.3f}; median effective sample size {done['ess'].median():.1f} labels "
           f"(n = {n}); judge-only |bias| median {bias.median():.3f}, largest {bias.max():.3f}. One draw illustrates; "
           "coverage over 200 draws: `benchmarks/calibrate_llmbar.py` (benchmarks/README.md)."
+          + (f" In {int((done['ess'] < n).sum())} of {len(done)} cells the effective sample size is below n: there "
+             "the judge's errors add more variance than its verdicts remove, PPI with λ = 1 is wider than labels-only, "
+             "and a power-tuned λ (`recorded.calibrate.lam: null`, reliable with more labels) would fall back toward "
+             "labels-only." if (done["ess"] < n).any() else "")
           + (f" Not calibrated: {len(table) - len(done)} cell(s) (reason in the table)." if len(done) < len(table) else ""))
     rows = [[r["judge"], r["condition"], f"{r['all_labels']:.3f}" if not pd.isna(r.get("all_labels")) else "—",
              _ci(r, "labels_only"), _ci(r, "judge_only"), _ci(r, "ppi"), _ci(r, "isotonic"),
