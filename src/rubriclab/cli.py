@@ -108,6 +108,7 @@ def cmd_calibrate_import(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate_verdicts(args: argparse.Namespace) -> int:
+    from rubriclab import atomic
     from rubriclab.calibrate import calibrate, load_recorded, verdict_table
 
     # a shipped set or a path with its format needs no project; a named source is read from params.yaml
@@ -121,7 +122,7 @@ def cmd_calibrate_verdicts(args: argparse.Namespace) -> int:
                     seed=args.seed, confidence=args.confidence, lam=None if args.lam < 0 else args.lam)
     print("\n".join(res.lines()))
     if args.json:
-        Path(args.json).write_text(json.dumps(res.to_dict(), indent=2, default=str), encoding="utf-8")
+        atomic.write_json(args.json, res.to_dict(), indent=2, default=str)
         print(f"json: {args.json}")
     return 0
 

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from rubriclab.align._policy import chat_prompt, load_policy, load_tokenizer, pick_device, require_align
+from rubriclab.atomic import write_json, write_text
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.paths import display_path
 
@@ -211,12 +212,12 @@ def portable_checkpoint(folder: Path, source: str, config: Any) -> None:
             if isinstance(cfg.get("target_modules"), list):
                 cfg["target_modules"] = sorted(cfg["target_modules"])
             text = json.dumps(cfg, indent=2, sort_keys=True) + "\n"
-        path.write_text(text, encoding="utf-8")
+        write_text(path, text)
     (folder / "training_args.bin").unlink(missing_ok=True)
     args = json.loads(config.to_json_string())
     for key in ("output_dir", "logging_dir"):
         args.pop(key, None)
-    (folder / "training_args.json").write_text(json.dumps(args, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_json(folder / "training_args.json", args, indent=2, sort_keys=True)
 
 
 def sequence_logprobs(model: Any, tokenizer: Any, prompts: Sequence[str], responses: Sequence[str],

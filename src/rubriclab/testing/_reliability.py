@@ -72,7 +72,10 @@ DATASET = "demo_helpful"
 #                       (host:pid) and Optuna's per-process worker uuid.
 #   datetime_start, datetime_complete, rubriclab:heartbeat
 #                       timestamps in the drift study's journal.
-# Nothing else differs: the outputs carry no other timing, no absolute path, no MLflow run id.
+# Nothing else differs: the outputs carry no other timing, no absolute path, no MLflow run id. (calls_cached is no
+# longer written; the key stays for stores and outputs made before.) The per-run provenance files beside the
+# outputs (PROVENANCE_FILES, kept out of DVC's hashes by .dvcignore) are listed but never compared.
+PROVENANCE_FILES: frozenset[str] = frozenset({"mlflow_run.json", "build.js"})
 VOLATILE_KEYS: frozenset[str] = frozenset({"calls_cached", "worker", "worker_id", "datetime_start",
                                            "datetime_complete", "rubriclab:heartbeat"})
 
@@ -505,6 +508,9 @@ def snapshot_outputs(root: str | Path, volatile: frozenset[str] = frozenset(),
             rel = path.relative_to(root).as_posix()
             if path.name.startswith("."):
                 out[rel] = "hidden file"
+                continue
+            if path.name in PROVENANCE_FILES:
+                out[rel] = "per-run provenance (not compared)"
                 continue
             suffix = path.suffix.lower()
             if suffix == ".json":
