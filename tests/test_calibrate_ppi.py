@@ -68,3 +68,23 @@ def test_llmbar_small_version():
     assert np.mean([r.get("ppi").covers(truth) for r in runs]) >= 0.85
     assert np.median([r.get("ppi").width for r in runs]) < np.median([r.get("labels_only").width for r in runs])
     assert runs[0].n == 10 and runs[0].n_pairs == 100
+
+
+def test_every_interval_stays_inside_zero_one_where_the_normal_one_would_not():
+    """Humans prefer response 1 on 97% of pairs and the judge agrees but for a few misses: the normal
+    intervals of PPI and the isotonic cross-PPI reach past 1 (ppi_py's own numbers), which no rate can."""
+    from ppi_py import ppi_mean_ci
+
+    rng = np.random.default_rng(0)
+    n = 400
+    human = (rng.random(n) < 0.97).astype(float)
+    judge = np.where(rng.random(n) < 0.9, human, 1 - human)
+    frame = pd.DataFrame({"pair_id": [f"p{i}" for i in range(n)], "verdict": judge, "human": human})
+    res = calibrate(frame, label_fraction=0.05, seed=1, confidence=0.95)
+    lab = frame["pair_id"].isin(res.labelled).to_numpy()
+    _, raw_hi = ppi_mean_ci(frame.loc[lab, "human"].to_numpy(), frame.loc[lab, "verdict"].to_numpy(),
+                            frame.loc[~lab, "verdict"].to_numpy(), alpha=0.05, lam=1.0)
+    assert float(np.squeeze(raw_hi)) > 1.0  # the case is real
+    for e in res.estimates:
+        assert 0.0 <= e.low <= e.high <= 1.0, e
+    assert res.get("ppi").high == 1.0

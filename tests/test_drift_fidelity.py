@@ -18,6 +18,7 @@ from rubriclab.drift import (
     DriftData,
     DriftSettings,
     Registry,
+    biased_search,
     report_on_test,
     run_method,
     select,
@@ -203,3 +204,40 @@ def test_tie_credit_follows_the_paper_by_default():
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     assert params["drift"]["tie_credit"] == 0.5
     assert DriftSettings.from_params(params["drift"]).tie_credit == 0.5
+
+
+def _fixed_refiner(texts):
+    """Writes ``texts`` in order (the ICL population), then honest variants for every later request."""
+    n = [0]
+
+    def refine(messages, params):
+        n[0] += 1
+        extra = texts[n[0] - 1] if n[0] <= len(texts) else f"{HALF_BIAS} Variant {n[0]}."
+        return f"<rubric>\n{SEED_TEXT}\n{extra}\n</rubric>"
+
+    return refine
+
+
+def test_failed_train_verdicts_cannot_buy_a_place_in_the_search_round(store):
+    """Alg. 1's per-round ε_train check with the validation's failed-verdict rule: a rubric that fails on the
+    benchmark pairs it gets wrong (bench agreement over the rest ≥ seed's), or on the target pairs it gets
+    right (the lowest target agreement), is not kept; the honest rubric is."""
+    judge = RoleSpec(name="judge", model=scripted_model("drift-failing-judge-train", _failing_judge), concurrency=8,
+                     parse_retries=0, max_tokens=16)
+    texts = [HALF_BIAS, f"{BIAS_SENTENCE} {BENCH_HURT_SENTENCE} {ABSTAIN_WRONG}", ABSTAIN_RIGHT]
+    refiner = RoleSpec(name="refiner", model=scripted_model("drift-fixed-refiner", _fixed_refiner(texts)),
+                       temperature=0.7, concurrency=1, parse_retries=0)
+    s = DriftSettings(val_budget=3, population=3, rounds=1, top_k=1, children=1, subsample=1.0, n_boot=200)
+    ctx = DriftContext(seed=SEED, data=world_data(), gateway=Gateway(store, stage="test", progress=False),
+                       judge=judge, refiner=refiner, settings=s)
+    res = biased_search(SEED, data=ctx.data, judging=ctx.judging, registry=ctx.registry, refiner=refiner,
+                        settings=s, gateway=ctx.gateway)
+    by_text = {c.text.split("\n")[-1]: c for c in ctx.registry.candidates if 0 in c.train}
+    honest, buys_bench, fakes_drop = (by_text[t] for t in texts)
+    a0 = res["rounds"][0]["seed_bench"]
+    # the trap is real: on the numbers that leave failures out, both cheats look better than the honest rubric
+    assert buys_bench.train[0]["bench"] >= a0 and buys_bench.train[0]["failed_bench"] > 0
+    assert fakes_drop.train[0]["target"] < honest.train[0]["target"] and fakes_drop.train[0]["failed_target"] > 0
+    assert honest.train[0]["feasible"]
+    assert not buys_bench.train[0]["feasible"] and not fakes_drop.train[0]["feasible"]
+    assert res["rounds"][0]["kept"] == [honest.prompt_id]

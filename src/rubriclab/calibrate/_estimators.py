@@ -37,8 +37,10 @@ class Estimate:
 
 
 def _ci(lo_hi) -> tuple[float, float]:
+    """A normal interval for a rate, intersected with [0, 1]: the rate cannot leave it, so the cut loses no
+    coverage (a PPI interval of a near-0 or near-1 rate reaches past the bounds)."""
     lo, hi = lo_hi
-    return float(np.squeeze(lo)), float(np.squeeze(hi))
+    return max(0.0, float(np.squeeze(lo))), min(1.0, float(np.squeeze(hi)))
 
 
 def labels_only(Y: np.ndarray, confidence: float) -> Estimate:

@@ -60,9 +60,13 @@ def biased_search(seed: JudgeTemplate, *, data: DriftData, judging: Judging, reg
         a0 = base["bench"]["agreement"]
         for c in current:
             sc = judging.scores(rows[rows["rubric"] == c.prompt_id])
+            # ε_train (Alg. 1) and, as at validation, no more failed verdicts than the seed's on these pairs:
+            # agreement leaves failures out, so failing would otherwise buy feasibility or a target drop
+            fails_more = any(sc[d]["n_failed"] > base[d]["n_failed"] for d in ("bench", "target"))
             c.train[t] = {"bench": sc["bench"]["agreement"], "target": sc["target"]["agreement"],
                           "n_bench": sc["bench"]["n"], "n_target": sc["target"]["n"],
-                          "feasible": bool(sc["bench"]["agreement"] - a0 >= -s.eps_train)}
+                          "failed_bench": sc["bench"]["n_failed"], "failed_target": sc["target"]["n_failed"],
+                          "feasible": bool(sc["bench"]["agreement"] - a0 >= -s.eps_train and not fails_more)}
         feasible = [c for c in current if c.train[t]["feasible"]]
         kept = sorted(feasible, key=lambda c: rank_key(c, t))[: s.top_k]
         ranked_by_round.append(kept + sorted([c for c in current if c not in kept], key=lambda c: rank_key(c, t)))

@@ -237,7 +237,7 @@ def _transfer(ctx, chosen, judge, models, gateway, settings) -> pd.DataFrame:
     if not models:
         return pd.DataFrame(columns=["judge", "rubric"])
     judges = [judge.with_(model=m) for m in models]
-    rubrics = {m: PairwiseRubric.of(chosen[m], name=m) for m in ("seed", "ours") if m in chosen}
+    rubrics = {m: PairwiseRubric.of(tpl, name=m) for m, tpl in chosen.items()}  # every method, as Tables 1–2
     return transfer(rubrics, ctx.data.both("test"), gateway=gateway, judges=judges, seed=settings.seed,
                     tie_credit=settings.tie_credit, n_boot=settings.n_boot, confidence=settings.confidence,
                     bench_domain="bench", target_domain="target", samples=settings.samples)
@@ -284,8 +284,8 @@ def _summary(setting, data, seed, settings, models, embedded, comparison, select
                            and math.isfinite(r["win_rate"])) + ".", ""]
     md += ["## Selection on val (Eq. 5–6: feasible = bench-val ≥ seed's; lowest target-val)", "",
            "Failed verdicts: agreement leaves them out, so a candidate is feasible only with no more failed "
-           "verdicts than the seed's on each val split (bench and target, the same pairs): failing cannot buy "
-           "benchmark feasibility or a target drop. Budget: every method validates "
+           "verdicts than the seed's on each val split (bench and target, the same pairs), and likewise on each "
+           "search round's train subsample: failing cannot buy benchmark feasibility or a target drop. Budget: every method validates "
            f"{settings.val_budget} distinct usable candidates; invalid or repeated proposals are replaced by up to "
            f"{settings.refill} × {settings.val_budget} more proposals (`budget_note` says where that cap left a "
            "method short). Δ vs seed p-values: raw and Benjamini–Hochberg adjusted across methods (p_BH).", "",
