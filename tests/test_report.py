@@ -141,10 +141,9 @@ def test_scatter_leaves_out_sources_without_values(report):
 
 
 def test_rubriclab_ui_serves_the_project_store_offline_on_the_runs_table(tmp_path, monkeypatch, capsys):
-    import subprocess
-
     import yaml
 
+    from rubriclab import ui
     from rubriclab.cli import main
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
@@ -153,11 +152,11 @@ def test_rubriclab_ui_serves_the_project_store_offline_on_the_runs_table(tmp_pat
         pass
     seen = {}
 
-    def fake_run(argv, env=None, **kw):
+    def fake_serve(argv, env=None, **kw):
         seen.update(argv=argv, env=env)
-        return subprocess.CompletedProcess(argv, 0)
+        return 0
 
-    monkeypatch.setattr(subprocess, "run", fake_run)
+    monkeypatch.setattr(ui, "serve", fake_serve)
     monkeypatch.chdir(tmp_path)
     assert main(["ui", "--port", "5999"]) == 0
     argv = seen["argv"]

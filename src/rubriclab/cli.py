@@ -186,21 +186,16 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
-    import subprocess
-
-    from rubriclab.ui import ui_command
+    from rubriclab import ui
 
     params, project = _load(args)
-    cmd = ui_command(project, (params.get("tracking") or {}).get("experiment", "rubriclab"), host=args.host,
-                     port=args.port)
+    cmd = ui.ui_command(project, (params.get("tracking") or {}).get("experiment", "rubriclab"), host=args.host,
+                        port=args.port)
     if cmd["experiment_id"] is None:
         print("rubriclab ui: no stage has logged a run yet; the UI opens empty (run `dvc repro` first)",
               file=sys.stderr)
     print(f"MLflow UI: {cmd['url']}  (store {cmd['uri']}; Ctrl-C stops it)", flush=True)
-    try:
-        return subprocess.run(cmd["argv"], env=cmd["env"]).returncode
-    except KeyboardInterrupt:
-        return 0
+    return ui.serve(cmd["argv"], cmd["env"])  # Ctrl-C, SIGTERM, SIGHUP stop the server and its workers too
 
 
 def cmd_drift_check(args: argparse.Namespace) -> int:

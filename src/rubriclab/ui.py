@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
+import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -49,3 +53,88 @@ def ui_command(project: Path, experiment: str, host: str = "127.0.0.1", port: in
     # machine-learning one opens the experiment on its runs table, with metric columns and nested runs
     url = f"http://{host}:{port}/" + (f"#/experiments/{exp_id}/runs?workflowType=machine_learning" if exp_id else "")
     return {"argv": argv, "env": {**os.environ, **OFFLINE_ENV}, "url": url, "experiment_id": exp_id, "uri": uri}
+
+
+# signals that stop `rubriclab ui`: each is passed on to the server's whole process group
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def _signal_group(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to process group ``pgid``; False when the group is gone."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # only zombies left, or a pid reused by someone else's group
+        return False
+    return True
+
+
+def serve(argv: list[str], env: dict[str, str] | None = None, *, grace: float = 10.0) -> int:
+    """Run the ``mlflow ui`` command line ``argv`` until it exits or this process is told to stop.
+
+    The server runs in its own process group (``mlflow ui`` starts a uvicorn child of its own, which a signal to
+    ``mlflow ui`` alone would leave serving on the port). SIGINT, SIGTERM and SIGHUP to this process are passed
+    on to that whole group (SIGHUP as SIGTERM); then this waits for the server, kills the group if it is still
+    there after ``grace`` seconds, and returns: 0 after Ctrl-C, 128 + the signal's number after SIGTERM or
+    SIGHUP, else the server's exit code. The group gets a last SIGTERM on the way out (workers the server left
+    behind)."""
+    received: list[int] = []
+    proc = subprocess.Popen(argv, env=env, start_new_session=True)
+
+    def forward(signum: int, _frame: object) -> None:
+        received.append(signum)
+        # SIGINT and SIGTERM as they came; SIGHUP as SIGTERM (uvicorn reloads its workers on SIGHUP)
+        _signal_group(proc.pid, signal.SIGINT if signum == signal.SIGINT else signal.SIGTERM)
+
+    main_thread = threading.current_thread() is threading.main_thread()  # handlers can be set there only
+    previous = {sig: signal.signal(sig, forward) for sig in FORWARDED} if main_thread else {}
+    try:
+        deadline = None
+        while True:
+            try:
+                code = proc.wait(timeout=0.2)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            if received and deadline is None:
+                deadline = time.monotonic() + grace
+            if deadline is not None and time.monotonic() > deadline:
+                _signal_group(proc.pid, signal.SIGKILL)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        if proc.poll() is None:  # this process is failing (an exception): take the server with it
+            _signal_group(proc.pid, signal.SIGKILL)
+            proc.wait()
+        _stop_group(proc.pid, grace=min(grace, 5.0))
+    if received:
+        return 0 if received[0] == signal.SIGINT else 128 + received[0]
+    return code
+
+
+def _stop_group(pgid: int, grace: float) -> None:
+    """Whatever of group ``pgid`` outlived its leader: SIGTERM, then SIGKILL after ``grace`` seconds."""
+    if not _signal_group(pgid, signal.SIGTERM):
+        return
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        if not _alive_in_group(pgid):
+            return
+        time.sleep(0.1)
+    _signal_group(pgid, signal.SIGKILL)
+
+
+def _alive_in_group(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` is still running (zombies, which hold no port, do not count)."""
+    proc = Path("/proc")
+    if not proc.is_dir():  # not Linux: the group answers signals while any member exists
+        return _signal_group(pgid, 0)
+    for stat in proc.glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            return True
+    return False

@@ -36,8 +36,14 @@ judge template: a value cannot close (or open) a slot of the template it is past
   (quoted)]``, ``=== RUBRIC END ===`` → ``=== RUBRIC END (quoted) ===`` (a marker with no closing
   punctuation gets it after its first word).
 
-Nothing else in a value changes: a value that holds none of its template's delimiters is pasted verbatim
-(so its cached calls stay valid). Trusted values are pasted as they are.
+Look-alikes count: a delimiter is also found in the value's *folded* view — each character NFKC-normalised
+(fullwidth ``＜／response_b＞`` reads ``</response_b>``) and invisible ones (zero-width spaces and joiners,
+soft hyphens, bidi controls, variation selectors: Unicode format characters) dropped, so ``</respon\u200bse_b>``
+reads ``</response_b>`` too. Such a look-alike is replaced by its folded form, escaped as above
+(``＜/response_b＞`` → ``&lt;/response_b&gt;``); the value is not normalised anywhere else.
+
+Nothing else in a value changes: a value that holds none of its template's delimiters (nor a look-alike of
+one) is pasted verbatim (so its cached calls stay valid). Trusted values are pasted as they are.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from __future__ import annotations
 import functools
 import re
 import string
+import unicodedata
 import warnings
 from dataclasses import dataclass
 from importlib import resources
@@ -259,13 +266,73 @@ def _quote_marker(found: str) -> str:
     return f"{found[:first.start()]} (quoted){found[first.start():]}" if first else f"{found} (quoted)"
 
 
-def escape_value(value: str, delimiters: Delimiters) -> str:
-    """``value`` with every delimiter of its template neutralised (the rule in the module docstring)."""
+def _entities(found: str) -> str:
+    return found.replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _invisible(ch: str) -> bool:
+    """A character that renders as nothing and so can hide inside a delimiter: a format character (zero-width
+    space/joiners, word joiner, soft hyphen, BOM, bidi controls), the combining grapheme joiner, a variation
+    selector, a Hangul filler."""
+    return (unicodedata.category(ch) == "Cf" or ch in "\u034f\u115f\u1160\u3164\uffa0"
+            or "\ufe00" <= ch <= "\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef")
+
+
+def _fold(value: str) -> tuple[str, list[int]]:
+    """``value`` with each character NFKC-normalised and invisible ones dropped, and for each folded character
+    the index of the character of ``value`` it came from."""
+    out: list[str] = []
+    origin: list[int] = []
+    for i, ch in enumerate(value):
+        if ch.isascii():
+            out.append(ch)
+            origin.append(i)
+        elif not _invisible(ch):
+            folded = unicodedata.normalize("NFKC", ch)
+            out.append(folded)
+            origin.extend([i] * len(folded))
+    return "".join(out), origin
+
+
+def _escape_lookalikes(value: str, delimiters: Delimiters) -> str:
+    """``value`` with every look-alike of a delimiter (found in its folded view, see ``_fold``) replaced by the
+    folded form, escaped; ``value`` itself when it holds none."""
+    folded, origin = _fold(value)
+    if folded == value:
+        return value
+    found: list[tuple[int, int, Any]] = []  # folded spans and how to escape them
     pattern = _tag_pattern(delimiters.tags)
     if pattern is not None:
-        value = pattern.sub(lambda m: m.group(0).replace("<", "&lt;").replace(">", "&gt;"), value)
+        found += [(m.start(), m.end(), _entities) for m in pattern.finditer(folded)]
+    for marker in {m for pair in delimiters.markers for m in pair}:
+        found += [(m.start(), m.end(), _quote_marker) for m in _marker_pattern(marker).finditer(folded)]
+    if not found:
+        return value
+    out, last, last_end = [], 0, -1
+    for start, end, escape in sorted(found, key=lambda f: (f[0], -f[1])):
+        if start < last_end:  # overlaps one already replaced
+            continue
+        lo, hi = origin[start], origin[end - 1] + 1  # the characters of ``value`` the span came from, whole
+        head = folded[origin.index(lo):start]  # the rest of a character that folded to several
+        tail_end = end
+        while tail_end < len(folded) and origin[tail_end] < hi:
+            tail_end += 1
+        out += [value[last:lo], head, escape(folded[start:end]), folded[end:tail_end]]
+        last, last_end = hi, end
+    out.append(value[last:])
+    return "".join(out)
+
+
+def escape_value(value: str, delimiters: Delimiters) -> str:
+    """``value`` with every delimiter of its template, and every look-alike of one, neutralised (the rule in the
+    module docstring)."""
+    pattern = _tag_pattern(delimiters.tags)
+    if pattern is not None:
+        value = pattern.sub(lambda m: _entities(m.group(0)), value)
     for marker in {m for pair in delimiters.markers for m in pair}:
         value = _marker_pattern(marker).sub(lambda m: _quote_marker(m.group(0)), value)
+    if not value.isascii():
+        value = _escape_lookalikes(value, delimiters)
     return value
 
 

@@ -36,6 +36,55 @@ def _img(path: Path, caption: str) -> tuple[str, str, bytes]:
     return ("img", caption, path.read_bytes())
 
 
+# a markdown image alone on its line: ![caption](target) or ![caption](<target> "title")
+_IMAGE_LINE = re.compile(r'^\s*!\[(?P<cap>[^\]]*)\]\(\s*<?(?P<target>[^()<>\s]+)>?(?:\s+"[^"]*")?\s*\)\s*$')
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _md_blocks(path: Path, demote: int = 1, head: str = "") -> list[tuple]:
+    """A stage's markdown (``_md``, after ``head``) as blocks, its own figures embedded: an image line whose
+    target is a PNG file beside the markdown becomes an ``img`` block (the page loads nothing from beside
+    it, and the renderer draws no markdown image); any other image line is left as text, noted if it names a
+    local file that is not there."""
+    blocks: list[tuple] = []
+    text, fence = [head] if head else [], False
+    for line in _md(path, demote).split("\n"):
+        if line.startswith("```"):
+            fence = not fence
+        m = None if fence else _IMAGE_LINE.match(line)
+        if m is None:
+            text.append(line)
+            continue
+        cap, target = m.group("cap").strip(), m.group("target")
+        figure = _local_png(path.parent, target)
+        if figure is None:
+            text.append(line if ":" in target else f"*Figure not embedded: `{target}` ({cap}) is not a PNG "
+                                                   f"file beside `{path.name}`.*")
+            continue
+        if "".join(text).strip():
+            blocks.append(("md", "\n".join(text)))
+        blocks.append(("img", cap or target, figure))
+        text = []
+    if "".join(text).strip():
+        blocks.append(("md", "\n".join(text)))
+    return blocks
+
+
+def _local_png(folder: Path, target: str) -> bytes | None:
+    """The bytes of ``target``, a relative path to a PNG file inside ``folder``; None for anything else (a URL,
+    an absolute path, a path leaving the folder, a missing file, a file that is not a PNG)."""
+    if ":" in target or target.startswith(("/", "\\")):
+        return None
+    path = (folder / target).resolve()
+    try:
+        if not path.is_relative_to(folder.resolve()) or not path.is_file():
+            return None
+        data = path.read_bytes()
+    except OSError:
+        return None
+    return data if data.startswith(_PNG) else None
+
+
 def _csv_details(path: Path, title: str) -> tuple[str, str, str]:
     table = pd.read_csv(path)
     return ("details", title, table.to_html(index=False, na_rep="—", border=0, classes="data"))
@@ -45,7 +94,7 @@ def audit_sections(project: Path) -> list[dict[str, Any]]:
     out = []
     for folder in sorted((project / "outputs/audit").glob("*/card.md")):
         d = folder.parent
-        blocks: list[tuple] = [("md", _md(folder))]
+        blocks: list[tuple] = _md_blocks(folder)
         card = json.loads((d / "card.json").read_text()) if (d / "card.json").exists() else {}
         sources = card.get("card") or {}
         level = (card.get("settings") or {}).get("confidence", 0.95)
@@ -73,14 +122,14 @@ def repair_sections(project: Path) -> list[dict[str, Any]]:
     out = []
     for summary in sorted((project / "outputs/repair").glob("*/summary.md")):
         d = summary.parent
-        blocks: list[tuple] = [("md", _md(summary))]
+        blocks: list[tuple] = _md_blocks(summary)
         for src in sorted(p for p in d.iterdir() if p.is_dir()):
             if (src / "curve.png").exists():
                 blocks.append(_img(src / "curve.png", f"{src.name}: the α–VFR operating curve on held-out pairs, "
                                                       "one point per δ (labels), from `curve.csv`"))
             if (src / "diff.md").exists():
-                blocks.append(("md", f"#### {src.name}: before/after text of the repaired criteria\n\n"
-                               + _md(src / "diff.md", demote=3)))
+                blocks += _md_blocks(src / "diff.md", demote=3,
+                                     head=f"#### {src.name}: before/after text of the repaired criteria\n")
         out.append({"id": f"repair-{d.name}", "kind": "repair", "title": f"Repair: {d.name}",
                     "run_name": f"repair@{d.name}", "blocks": blocks})
     return out
@@ -90,7 +139,7 @@ def drift_sections(project: Path) -> list[dict[str, Any]]:
     out = []
     for summary in sorted((project / "outputs/drift").glob("*/summary.md")):
         d = summary.parent
-        blocks: list[tuple] = [("md", _md(summary))]
+        blocks: list[tuple] = _md_blocks(summary)
         if (d / "comparison.png").exists():
             blocks.append(_img(d / "comparison.png", "Bench and target agreement per method on test (intervals in "
                                                      "the table above)"))
@@ -98,7 +147,7 @@ def drift_sections(project: Path) -> list[dict[str, Any]]:
                     "run_name": f"drift@{d.name}", "blocks": blocks})
     gate = project / "outputs/drift_check"
     if (gate / "report.md").exists():
-        blocks = [("md", _md(gate / "report.md"))]
+        blocks = _md_blocks(gate / "report.md")
         if (gate / "flipped.csv").exists():
             blocks.append(_csv_details(gate / "flipped.csv", "Flipped pairs (the verdict changed between rubrics)"))
         out.append({"id": "drift-gate", "kind": "drift_check", "title": "Drift gate (`rubriclab drift check`)",
@@ -110,7 +159,7 @@ def probe_sections(project: Path) -> list[dict[str, Any]]:
     d = project / "outputs/probe"
     if not (d / "summary.md").exists():
         return []
-    blocks: list[tuple] = [("md", _md(d / "summary.md"))]
+    blocks: list[tuple] = _md_blocks(d / "summary.md")
     for csv in sorted(d.glob("*.cv.csv")):
         blocks += probe_cv_blocks(csv)
     sem = d / "semantics"
@@ -150,7 +199,7 @@ def align_sections(project: Path) -> list[dict[str, Any]]:
     out = []
     for summary in sorted((project / "outputs/align").glob("*/summary.md")):
         d = summary.parent
-        blocks: list[tuple] = [("md", _md(summary))]
+        blocks: list[tuple] = _md_blocks(summary)
         if (d / "training/curves.png").exists():
             blocks.append(_img(d / "training/curves.png", "DPO training curves per policy (one point per batch)"))
         if (d / "win_rates.png").exists():
