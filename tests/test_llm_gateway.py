@@ -210,12 +210,18 @@ def test_credential_like_extra_is_sent_but_never_stored_or_keyed(gateway):
     for secret in ("abcdefgh-1234", "plain-header-key", "body-key-777", "tok-888", "s3cr3t-999", "creds-000"):
         assert secret not in dump, secret
     assert '"top_k": 5' in dump  # a decoding knob inside extra_body still counts
-    # not hashed either: the key does not change with the secret values
+    def key(r: RoleSpec) -> str:
+        return CallRequest(role=r, messages=msgs).key(0, salt=gateway.salt)
+
+    # credentials and headers never enter the key: rotating them keeps the cache
     other = RoleSpec(name="judge", model=model, extra={**SECRETS, "client_secret": "another",
-                                                       "extra_body": {**SECRETS["extra_body"], "api_key": "x"}})
-    assert CallRequest(role=other, messages=msgs).key(0) == CallRequest(role=role, messages=msgs).key(0)
+                                                       "extra_headers": {"Authorization": "Bearer other-key-1"}})
+    assert key(other) == key(role)
+    # other body fields enter it only as a salted hash: a reply may depend on them
+    body = RoleSpec(name="judge", model=model, extra={**SECRETS, "extra_body": {**SECRETS["extra_body"], "api_key": "x"}})
+    assert key(body) != key(role)
     changed = RoleSpec(name="judge", model=model, extra={**SECRETS, "extra_body": {"top_k": 9}})
-    assert CallRequest(role=changed, messages=msgs).key(0) != CallRequest(role=role, messages=msgs).key(0)
+    assert key(changed) != key(role)
 
 
 def test_mlflow_params_use_the_same_secret_filter():

@@ -1,6 +1,7 @@
 """Secrets go nowhere: a full data + audit stage run with provider keys in the environment, in a role's
 ``extra`` params (``api_key``, an ``Authorization`` header) and in an endpoint URL (``user:password@`` and
-``?key=``) leaves none of them in any file of the project (MLflow store and artifacts, call store and its
+``?key=``) — the last three given in params.yaml as ``os.environ/NAME`` references, as literal credentials there are
+refused (tests/test_secrets_allowlist.py) — leaves none of them in any file of the project (MLflow store and artifacts, call store and its
 WAL, DVC outputs and metrics), in the run's stdout/stderr, in ``rubriclab calls``/``doctor`` output, in the
 call store's error column after a 401, or in the text of a stage that raises.
 
@@ -182,25 +183,35 @@ class RecordingServer(FakeOpenAIServer):
 # -- the project -----------------------------------------------------------------------------------------------
 
 
-def _params(url: str) -> dict:
+# the credentials params.yaml references (os.environ/NAME), set by the `world` fixture once the server's URL is known
+REF_ENV: dict[str, str] = {}
+
+
+def _ref_env(url: str) -> dict[str, str]:
     host = url.removeprefix("http://")
-    query_url = f"{url}?key={QUERY_KEY}"
     # litellm's async OpenAI client refuses user:password@ next to its own Authorization header ("Cannot combine
     # AUTHORIZATION header with … credentials encoded in URL"), so this one is configured (logged, printed)
     # on a role the audit does not call
-    cred_url = f"http://user:{URL_PASSWORD}@{host}?key={QUERY_KEY}"
+    return {"RUBRICLAB_E2E_PARAM_KEY": PARAM_KEY, "RUBRICLAB_E2E_AUTH_HEADER": f"Bearer {HEADER_KEY}",
+            "RUBRICLAB_E2E_QUERY_URL": f"{url}?key={QUERY_KEY}",
+            "RUBRICLAB_E2E_CRED_URL": f"http://user:{URL_PASSWORD}@{host}?key={QUERY_KEY}"}
+
+
+def _params(url: str) -> dict:
+    query_url = "os.environ/RUBRICLAB_E2E_QUERY_URL"
+    cred_url = "os.environ/RUBRICLAB_E2E_CRED_URL"
     return {
         "llm": {"store": ".rubriclab/calls.sqlite",
                 "defaults": {"max_retries": 0, "parse_retries": 1, "timeout": 30, "concurrency": 4},
                 "roles": {
                     # a key in the role's params; the panel is two models behind it
                     "judge": {"model": ["openai/fake-judge-a", "openai/fake-judge-b"], "api_base": url,
-                              "extra": {"api_key": PARAM_KEY}},
+                              "extra": {"api_key": "os.environ/RUBRICLAB_E2E_PARAM_KEY"}},
                     # a key in the endpoint URL's query
                     "paraphraser": {"model": "openai/fake-paraphraser", "api_base": query_url},
                     # a key in an Authorization header
                     "attacker": {"model": "openai/fake-attacker", "api_base": url,
-                                 "extra": {"extra_headers": {"Authorization": f"Bearer {HEADER_KEY}"}}},
+                                 "extra": {"extra_headers": {"Authorization": "os.environ/RUBRICLAB_E2E_AUTH_HEADER"}}},
                     # the environment's OPENAI_API_KEY; a third of its calls get a 401
                     "verifier": {"model": "openai/fake-verifier", "api_base": url},
                     # not called by the audit (logged, and printed by doctor): user:password@ and ?key= in
@@ -230,7 +241,7 @@ def _env() -> dict[str, str]:
            if k not in ("MLFLOW_TRACKING_URI", "LITELLM_LOG", "OPENAI_API_BASE", "OPENAI_BASE_URL")}
     env.update(OPENAI_API_KEY=ENV_KEY, ANTHROPIC_API_KEY=ANTHROPIC_KEY, PYTHONUNBUFFERED="1",
                RUBRICLAB_PYTHON=sys.executable, LITELLM_LOCAL_MODEL_COST_MAP="True", HF_HUB_OFFLINE="1",
-               HF_DATASETS_OFFLINE="1")
+               HF_DATASETS_OFFLINE="1", **REF_ENV)
     return env
 
 
@@ -284,6 +295,8 @@ def world(tmp_path_factory):
     codes: dict[str, int] = {}
     stage = str(REPO / "scripts/stage")
     with RecordingServer() as server:
+        REF_ENV.clear()
+        REF_ENV.update(_ref_env(server.url))
         params = _params(server.url)
         (root / "params.yaml").write_text(yaml.safe_dump(params))
         codes["data"] = _run(root, [stage, "data"], logs, "data")
@@ -336,7 +349,7 @@ def test_no_secret_in_any_file_of_the_project(world):
     root, *_ = world
     scanned, found = 0, {}
     for path in sorted(root.rglob("*")):
-        if not path.is_file() or path == root / "params.yaml":  # params.yaml is where the user put them
+        if not path.is_file():  # params.yaml too: it holds only os.environ/NAME references
             continue
         scanned += 1
         hits = leaks_in(path.read_bytes())
@@ -362,9 +375,9 @@ def test_mlflow_params_were_logged_without_credentials(world):
     db.close()
     assert "llm.roles.judge.model" in params  # the role config was logged: the absence below means something
     assert not {k: v for k, v in {**params, **tags}.items() if leaks_in(f"{k}={v}".encode())}
-    for role in ("paraphraser", "evaluator"):  # an endpoint, when logged, has no user:password@ nor key value
+    for role in ("paraphraser", "evaluator"):  # an endpoint is logged as the reference params.yaml gives
         value = params.get(f"llm.roles.{role}.api_base")
-        assert value is None or ("@" not in value and "127.0.0.1" in value), value
+        assert value is None or value.startswith("os.environ/RUBRICLAB_E2E_"), value
 
 
 def test_call_store_error_column_after_a_401(world):

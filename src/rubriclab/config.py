@@ -25,7 +25,7 @@ def load_params(path: str | Path | None = None, overrides: list[str] | None = No
 
     Validation (``rubriclab._params_schema``) checks types, ranges, allowed values and unknown keys of what is
     present and fills nothing in; a problem is a one-line ConfigError naming the file, the key and the ``--set``
-    it came from."""
+    it came from. A literal credential is refused too (``refuse_literal_credentials``)."""
     path = Path(path) if path else find_project_dir() / "params.yaml"
     if not path.exists():
         raise ConfigError(f"{path}: no params.yaml; run from the project folder or pass --params")
@@ -43,7 +43,20 @@ def load_params(path: str | Path | None = None, overrides: list[str] | None = No
     from rubriclab.paths import display_path
 
     validate_params(params, display_path(path), list(overrides or []))
+    refuse_literal_credentials(params, display_path(path))
     return params
+
+
+def refuse_literal_credentials(params: dict[str, Any], source: str = "params.yaml") -> None:
+    """Raise a one-line ConfigError at a literal credential in params: dvc.lock copies the ``llm`` params (and
+    every section a stage lists) into git. A role's ``extra`` holds literally only the documented decoding
+    parameters; every other field is an ``os.environ/NAME`` reference, resolved at call time
+    (``rubriclab.secrets.literal_credential`` says exactly what is refused)."""
+    from rubriclab.secrets import literal_credential
+
+    problem = literal_credential(params)
+    if problem is not None:
+        raise ConfigError(f"{source}: {problem}")
 
 
 def set_dotted(params: dict[str, Any], assignment: str) -> None:

@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from rubriclab._owner import owner_is_gone, process_owner
 from rubriclab.atomic import write_text
-from rubriclab.secrets import is_secret_key, looks_like_secret_value, redact_urls, scrub
+from rubriclab.secrets import (
+    is_role_extra_path,
+    is_secret_key,
+    logged_extra,
+    looks_like_secret_value,
+    redact_urls,
+    scrub,
+)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -79,13 +86,18 @@ def flatten_params(d: Mapping[str, Any], prefix: str = "", *, drop_secrets: bool
     Lists/tuples become JSON strings (with secret-named entries of nested dicts removed); values
     are cut to MLflow's 6000-char limit; keys are sanitised to MLflow's charset. With
     ``drop_secrets`` (default) any key path for which :func:`is_secret_key` holds, and any value
-    shaped like a provider key (``sk-…``, ``hf_…``), is dropped.
+    shaped like a provider key (``sk-…``, ``hf_…``), is dropped, and a role's ``extra``
+    (``llm.roles.<role>.extra``, ``llm.defaults.extra``) is logged by allow-list: its documented decoding
+    parameters as they are, every other field by name only, its value shown as its ``os.environ/NAME``
+    reference or ``(sent, not logged)`` (``rubriclab.secrets.logged_extra``).
     """
     out: dict[str, str] = {}
     for k, v in d.items():
         path = f"{prefix}.{k}" if prefix else str(k)
         if drop_secrets and (is_secret_key(path) or looks_like_secret_value(v)):
             continue
+        if drop_secrets and isinstance(v, Mapping) and is_role_extra_path(path):
+            v = logged_extra(v)
         if isinstance(v, Mapping):
             if v:
                 out.update(flatten_params(v, path, drop_secrets=drop_secrets))

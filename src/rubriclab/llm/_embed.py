@@ -31,7 +31,7 @@ def embed_texts(texts: Sequence[str], role: RoleSpec, store: CallStore, batch_si
         local_provider()
     unique = list(dict.fromkeys(texts))
     # two endpoints behind one model string may serve different weights: the endpoint is part of the key
-    where = public_endpoint(role.api_base)
+    where = public_endpoint(role.endpoint)
     model_key = f"{role.model}@{where}" if where else role.model
     have = store.get_embeddings(model_key, unique)
     missing = [t for t in unique if t not in have]

@@ -17,8 +17,16 @@ from rubriclab.llm._limits import ModelLimiter
 from rubriclab.llm._retry import backoff_seconds, check_response, describe, is_retryable, retry_after_seconds
 from rubriclab.llm._roles import RoleSpec
 from rubriclab.llm._schedule import prefix_order, shares_kv_state
-from rubriclab.llm._store import CLAIM_RENEW_S, CallRecord, CallStore, call_key, claim_is_stale, public_params
-from rubriclab.secrets import public_endpoint
+from rubriclab.llm._store import (
+    CLAIM_RENEW_S,
+    CallRecord,
+    CallStore,
+    call_key,
+    claim_is_stale,
+    public_params,
+    store_salt,
+)
+from rubriclab.secrets import REDACTED, merge_params, public_endpoint, redact_text
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
@@ -48,6 +56,7 @@ class CallRequest:
         return self.truncation_ok or (self.logprobs is not None and self.role.max_tokens <= 1)
 
     def params(self, attempt: int) -> dict[str, Any]:
+        """The request's public params (keyed, stored, sent); the role's private fields are sent beside them."""
         params = self.role.decoding_params()
         if self.response_format is not None:
             params["response_format"] = self.response_format
@@ -59,9 +68,12 @@ class CallRequest:
             params["seed"] = self.role.seed + 1009 * self.sample_index + attempt
         return params
 
-    def key(self, attempt: int, messages: list[dict[str, Any]] | None = None) -> str:
+    def key(self, attempt: int, messages: list[dict[str, Any]] | None = None, salt: bytes | None = None) -> str:
+        """The call store key. ``salt`` (``store_salt(store)``) salts the hash of the role's private body fields;
+        a role without any has the same key whatever the salt."""
+        sealed = self.role.sealed_digest(salt if salt is not None else store_salt(None)) if self.role.extra else None
         return call_key(self.role.model, messages or self.messages, self.params(attempt), self.sample_index, attempt,
-                        endpoint=self.role.api_base)
+                        endpoint=self.role.endpoint, sealed=sealed)
 
     def reask_messages(self, reply: str | None, problem: str) -> list[dict[str, Any]]:
         """The messages of a re-ask: the request, the unusable reply, and what was wrong with it.
@@ -147,6 +159,14 @@ class Gateway:
         self._limiters: dict[tuple[str, str | None], ModelLimiter] = {}
         self._inflight: dict[str, asyncio.Future] = {}  # identical requests in one batch share one call
         self._slots: dict[tuple[str, str | None], asyncio.Semaphore] = {}  # claim only what can run now
+        self._salt: bytes | None = None
+
+    @property
+    def salt(self) -> bytes:
+        """The store's salt for the hash of private request fields (``store_salt``)."""
+        if self._salt is None:
+            self._salt = store_salt(self.store)
+        return self._salt
 
     # -- public API -------------------------------------------------------------------------
     def run(self, requests: Sequence[CallRequest], desc: str = "calls") -> list[CallResult]:
@@ -164,7 +184,9 @@ class Gateway:
         bar = tqdm(total=len(requests), desc=f"{self.stage}:{desc}", disable=not self.progress or not requests,
                    mininterval=0.5, leave=False)
         try:
-            keys = [r.key(0) for r in requests]  # hashing the messages is the per-call hot path: once
+            for role in {id(r.role): r.role for r in requests}.values():
+                role.private_params()  # an unset os.environ/NAME stops the batch before any call, naming the field
+            keys = [r.key(0, salt=self.salt) for r in requests]  # hashing the messages is the per-call hot path: once
             cached = self.store.get_ok(keys)
             pending: list[int] = []
             for i, req in enumerate(requests):
@@ -199,7 +221,7 @@ class Gateway:
         hits = fresh_retries = 0
         messages = req.messages
         for attempt in range(req.role.parse_retries + 1):
-            key = first_key if attempt == 0 else req.key(attempt, messages)
+            key = first_key if attempt == 0 else req.key(attempt, messages, salt=self.salt)
             rec = first if attempt == 0 else self.store.get_ok([key]).get(key)
             hit = rec is not None
             if rec is None:
@@ -321,6 +343,8 @@ class Gateway:
         params = req.params(attempt)
         limiter = self._limiter(role)
         est = _estimate_tokens(req.messages) + role.max_tokens
+        private = role.private_params()  # resolved at call time: sent, never stored
+        secrets = role.secret_values()
         retries = 0
         while True:
             await limiter.acquire(est)
@@ -328,10 +352,11 @@ class Gateway:
             t0 = time.perf_counter()
             try:
                 # transport params (endpoint, key) win over a same-named `extra` entry; the store and the key
-                # see only public_params(params), which drops credentials
+                # see only public_params(params) (the allow-list) and the role's private fields only as names and
+                # a salted hash
                 resp = await litellm.acompletion(
                     model=role.model, messages=messages, timeout=role.timeout, num_retries=0, max_retries=0,
-                    **{**params, **role.transport_params()},
+                    **merge_params(params, private, role.transport_params()),
                 )
                 check_response(resp)
                 rec = _record_from_response(resp, req, messages, params, key, attempt, self.stage,
@@ -343,14 +368,15 @@ class Gateway:
                 if not is_retryable(exc) or retries >= role.max_retries:
                     rec = CallRecord(key=key, model=role.model, role=role.name, stage=self.stage,
                                      sample_index=req.sample_index, attempt=attempt, status="error",
-                                     error=describe(exc), latency_s=time.perf_counter() - t0, retries=retries,
+                                     error=_describe(exc, secrets), latency_s=time.perf_counter() - t0,
+                                     retries=retries,
                                      request=_stored_request(role, messages, params))
                     self.store.put(rec)
                     return rec
                 delay = retry_after_seconds(exc)
                 if delay is None:
                     delay = backoff_seconds(retries)
-                self.store.record_retry(key, self.stage, role.name, role.model, describe(exc))
+                self.store.record_retry(key, self.stage, role.name, role.model, _describe(exc, secrets))
             finally:
                 limiter.release(est, used)
             retries += 1
@@ -358,11 +384,29 @@ class Gateway:
 
 
 def _stored_request(role: RoleSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
-    """What the store keeps of a request: messages, public params and the endpoint, never credentials."""
+    """What the store keeps of a request: messages, the allow-listed params, the endpoint without credentials,
+    and the names (only) of the private fields that were sent too."""
     out: dict[str, Any] = {"messages": messages, "params": public_params(params)}
     if role.api_base:
-        out["endpoint"] = public_endpoint(role.api_base)
+        out["endpoint"] = public_endpoint(role.endpoint)
+    unstored = role.unstored_names() if role.extra else []
+    if unstored:
+        out["sent_not_stored"] = unstored
     return out
+
+
+def _describe(exc: BaseException, secrets: list[str]) -> str:
+    """``describe(exc)`` without the role's private values (a server may quote back the body it was sent): they are
+    cut before the message is shortened, so no part of one survives at the cut."""
+    if not secrets:
+        return describe(exc)
+    msg = " ".join(str(exc).split())
+    for value in sorted({v for v in secrets if len(v) >= 6}, key=len, reverse=True):
+        msg = msg.replace(value, REDACTED)
+    msg = redact_text(msg)
+    if len(msg) > 300:
+        msg = msg[:297] + "..."
+    return f"{type(exc).__name__}: {msg}"
 
 
 def _estimate_tokens(messages: list[dict[str, Any]]) -> int:

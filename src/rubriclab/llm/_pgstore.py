@@ -39,7 +39,8 @@ CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT, host TEXT, 
   claimed_at DOUBLE PRECISION);
 CREATE TABLE IF NOT EXISTS retry_events (id BIGSERIAL PRIMARY KEY, key TEXT, stage TEXT, role TEXT, model TEXT,
   reason TEXT, n INTEGER, at DOUBLE PRECISION);
-CREATE INDEX IF NOT EXISTS retry_events_stage_role ON retry_events(stage, role)
+CREATE INDEX IF NOT EXISTS retry_events_stage_role ON retry_events(stage, role);
+CREATE TABLE IF NOT EXISTS store_meta (name TEXT PRIMARY KEY, value TEXT)
 """
 _SCHEMA_LOCK = 0x7275627269636C62  # pg_advisory_xact_lock id: two workers creating the tables at once
 
@@ -63,6 +64,7 @@ class PostgresCallStore:
             raise MissingDependencyError("a PostgreSQL call store", "'psycopg[binary]'") from None
         self.url = url
         self._lock = threading.Lock()
+        self._salt: bytes | None = None
         try:
             self._db = psycopg.connect(psycopg_dsn(url), autocommit=True)
         except psycopg.OperationalError as exc:
@@ -83,6 +85,14 @@ class PostgresCallStore:
     def _run(self, sql: str, args: Any = ()) -> int:
         with self._lock:
             return self._db.execute(sql, args).rowcount
+
+    def key_salt(self) -> bytes:
+        """This store's salt for sealed hashes (shared by every worker): made on first use, kept in the store."""
+        if self._salt is None:
+            self._run("INSERT INTO store_meta VALUES ('key_salt', %s) ON CONFLICT (name) DO NOTHING",
+                      (os.urandom(16).hex(),))
+            self._salt = bytes.fromhex(self._all("SELECT value FROM store_meta WHERE name='key_salt'")[0][0])
+        return self._salt
 
     # -- calls ---------------------------------------------------------------------------------
     def get_ok(self, keys: list[str]) -> dict[str, CallRecord]:

@@ -7,6 +7,15 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from rubriclab.errors import ConfigError
+from rubriclab.secrets import (
+    is_env_ref,
+    keyed_private,
+    resolve_env,
+    sealed_digest,
+    secret_strings,
+    split_extra,
+    unstored_names,
+)
 
 # evaluator: an independent LLM evaluator — the drift stealth check (refined vs seed rubric quality).
 # align: policy (a Hugging Face model trained by DPO, loaded by transformers in rubriclab.align, never through
@@ -59,19 +68,51 @@ class RoleSpec:
     def provider(self) -> str:
         return self.model.split("/", 1)[0] if "/" in self.model else "openai"
 
+    @property
+    def where(self) -> str:
+        """This role's place in params.yaml (``llm.roles.judge``), for messages."""
+        return f"llm.roles.{self.name.split('[')[0]}"
+
     def decoding_params(self) -> dict[str, Any]:
-        """Params that change what the model says (they enter the cache key)."""
+        """Params that change what the model says, in clear: they enter the cache key, the stored request and the
+        logs. Only the allow-listed part of ``extra`` (``rubriclab.secrets.PUBLIC_PARAMS``) is among them."""
         params: dict[str, Any] = {"temperature": self.temperature, "max_tokens": self.max_tokens}
         if self.top_p is not None:
             params["top_p"] = self.top_p
-        params.update(self.extra)
+        params.update(split_extra(self.extra)[0])
         return params
+
+    def private_params(self) -> dict[str, Any]:
+        """Every other ``extra`` field, ``os.environ/NAME`` references resolved now: sent with each call, never
+        stored or logged (the key changes with the body fields only through ``sealed_digest``)."""
+        private = split_extra(self.extra)[1]
+        return resolve_env(private, f"{self.where}.extra") if private else {}
+
+    def unstored_names(self) -> list[str]:
+        """Names of the fields sent but not stored (``extra_body.passphrase``)."""
+        return unstored_names(split_extra(self.extra)[1])
+
+    def sealed_digest(self, salt: bytes) -> str | None:
+        """A salted hash of the private body fields (None without any): what the cache key holds of them."""
+        return sealed_digest(keyed_private(self.private_params()), salt)
+
+    def secret_values(self) -> list[str]:
+        """The private values as sent (an error text must not repeat them)."""
+        return secret_strings(self.private_params())
+
+    @property
+    def endpoint(self) -> str | None:
+        """``api_base``, resolved when it is an ``os.environ/NAME`` reference."""
+        if is_env_ref(self.api_base):
+            return resolve_env(self.api_base, f"{self.where}.api_base")
+        return self.api_base
 
     def transport_params(self) -> dict[str, Any]:
         """Params that only say how to reach the model (never keyed, never stored)."""
         params: dict[str, Any] = {}
-        if self.api_base:
-            params["api_base"] = self.api_base
+        endpoint = self.endpoint
+        if endpoint:
+            params["api_base"] = endpoint
         if self.api_key_env:
             key = os.environ.get(self.api_key_env)
             if key:

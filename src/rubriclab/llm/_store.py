@@ -19,18 +19,16 @@ from typing import Any, Protocol
 
 from rubriclab._owner import HOST, owner_is_gone, process_owner
 from rubriclab.errors import ConfigError
-from rubriclab.secrets import public_endpoint, scrub
-
-# Request params that never enter a key or the stored request: transport details (the endpoint enters
-# the key separately, without credentials). Secret-named entries anywhere are dropped by ``scrub``.
-_NOT_KEYED = {"api_key", "api_base", "base_url", "timeout", "num_retries", "max_retries", "extra_headers"}
+from rubriclab.secrets import public_endpoint, public_request_params, scrub
 
 
 def call_key(model: str, messages: list[dict], params: dict[str, Any], sample_index: int, attempt: int,
-             endpoint: str | None = None) -> str:
+             endpoint: str | None = None, sealed: str | None = None) -> str:
     """Content address of one provider call. ``endpoint`` (a role's ``api_base``) is part of it: two
-    servers behind one model string may serve different weights. Credentials never enter it, not even
-    hashed: secret-named params and the URL's user/password/query are dropped first."""
+    servers behind one model string may serve different weights. Of ``params`` only the allow-listed decoding
+    parameters enter it (``public_params``); the other body fields of a role's ``extra`` enter only as
+    ``sealed``, a salted hash (``RoleSpec.sealed_digest``). Credentials never enter it, not even hashed: the
+    URL's user/password/query are dropped first. A request without such fields has the key it always had."""
     payload = {
         "model": model,
         "messages": messages,
@@ -41,13 +39,26 @@ def call_key(model: str, messages: list[dict], params: dict[str, Any], sample_in
     where = public_endpoint(endpoint)
     if where:
         payload["endpoint"] = where
+    if sealed:
+        payload["sealed"] = sealed
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 def public_params(params: dict[str, Any]) -> dict[str, Any]:
-    """Params safe to key, store and log: no transport details, no credentials at any depth."""
-    return scrub({k: v for k, v in params.items() if k not in _NOT_KEYED})
+    """Params safe to key, store and log: the allow-listed decoding parameters (``rubriclab.secrets.PUBLIC_PARAMS``,
+    top level and in ``extra_body``), without secret-looking entries at any depth."""
+    return scrub(public_request_params(params))
+
+
+_PROCESS_SALT = os.urandom(16)
+
+
+def store_salt(store: Any) -> bytes:
+    """The salt of ``store``'s sealed hashes (made once per store, kept in it, never logged); a per-process salt
+    for a store that keeps none (its sealed keys then hit only within this process)."""
+    get = getattr(store, "key_salt", None)
+    return get() if callable(get) else _PROCESS_SALT
 
 
 @dataclass
@@ -75,6 +86,7 @@ class CallStore(Protocol):
     """What the gateway needs from a store backend."""
 
     def get_ok(self, keys: list[str]) -> dict[str, CallRecord]: ...
+    def key_salt(self) -> bytes: ...  # optional: see ``store_salt``
     def put(self, record: CallRecord) -> None: ...
     def record_batch(self, summary: dict[str, Any], batch_id: int | None = None) -> int: ...
     def record_retry(self, key: str, stage: str, role: str, model: str, reason: str) -> None: ...
@@ -100,6 +112,7 @@ CREATE TABLE IF NOT EXISTS batches (
   parse_failures INTEGER, prompt_tokens INTEGER, completion_tokens INTEGER, cost REAL, completed INTEGER);
 CREATE TABLE IF NOT EXISTS embeddings (key TEXT PRIMARY KEY, model TEXT, vector TEXT);
 CREATE TABLE IF NOT EXISTS claims (key TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, claimed_at REAL);
+CREATE TABLE IF NOT EXISTS store_meta (name TEXT PRIMARY KEY, value TEXT);
 """
 # One row per retry, written when the retry happens: a killed process keeps the retries of the call it was
 # making (that call's own row, written when it ends, never comes). ``n`` > 1 only for backfilled history.
@@ -130,6 +143,7 @@ class SQLiteCallStore:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        self._salt: bytes | None = None
         self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=60, isolation_level=None)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -148,6 +162,15 @@ class SQLiteCallStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+
+    def key_salt(self) -> bytes:
+        """This store's salt for sealed hashes: made on first use, kept in the store, never logged."""
+        if self._salt is None:
+            with self._lock:
+                self._db.execute("INSERT OR IGNORE INTO store_meta VALUES ('key_salt', ?)", (os.urandom(16).hex(),))
+                (value,) = self._db.execute("SELECT value FROM store_meta WHERE name='key_salt'").fetchone()
+            self._salt = bytes.fromhex(value)
+        return self._salt
 
     def get_ok(self, keys: list[str]) -> dict[str, CallRecord]:
         out: dict[str, CallRecord] = {}

@@ -37,6 +37,7 @@ from rubriclab.data import Pair, present
 from rubriclab.errors import InputError
 from rubriclab.judging import PairwiseRubric, pairwise_request
 from rubriclab.llm import CallRecord, CallRequest, CallStore, Gateway, RoleSpec, open_store
+from rubriclab.llm._store import store_salt
 from rubriclab.recorded._records import Judgment, RecordedPair, RecordedSet, meta_tuple
 from rubriclab.stats import majority_decided, majority_vote
 
@@ -52,7 +53,7 @@ def replay(store: CallStore, req: CallRequest, reader: Gateway) -> tuple[str, Ca
     last: CallRecord | None = None
     problem: str | None = None
     for attempt in range(req.role.parse_retries + 1):
-        key = req.key(attempt, messages if attempt else None)
+        key = req.key(attempt, messages if attempt else None, salt=store_salt(store))
         rec = store.get_ok([key]).get(key)
         if rec is None:
             return ("missing" if attempt == 0 else "incomplete"), last, None, problem
