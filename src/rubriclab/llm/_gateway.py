@@ -13,6 +13,7 @@ import litellm
 from tqdm.auto import tqdm
 
 from rubriclab.errors import ParseFailure
+from rubriclab.llm._budget import SpendBudget, SpendGuard
 from rubriclab.llm._limits import ModelLimiter
 from rubriclab.llm._retry import backoff_seconds, check_response, describe, is_retryable, retry_after_seconds
 from rubriclab.llm._roles import RoleSpec
@@ -151,9 +152,10 @@ class Gateway:
     """
 
     def __init__(self, store: CallStore, stage: str = "adhoc", progress: bool = True,
-                 prefix_schedule: bool = True) -> None:
+                 prefix_schedule: bool = True, budget: SpendBudget | None = None) -> None:
         self.store = store
         self.stage = stage
+        self.spend = SpendGuard(budget or SpendBudget(), stage)  # fresh calls of this gateway vs llm.budget
         self.progress = progress
         self.prefix_schedule = prefix_schedule  # in-process models: calls sharing a prompt prefix run adjacently
         self._limiters: dict[tuple[str, str | None], ModelLimiter] = {}
@@ -200,11 +202,15 @@ class Gateway:
                         continue
                 pending.append(i)
 
+            self.spend.check([requests[i] for i in pending], desc)  # past llm.budget: stop before sending
             if self.prefix_schedule:
                 pending = prefix_order(requests, pending)
 
             async def one(i: int) -> None:
-                results[i] = await self._resolve(requests[i], stats, keys[i], cached.get(keys[i]))
+                res = results[i] = await self._resolve(requests[i], stats, keys[i], cached.get(keys[i]))
+                if not res.cached:
+                    self.spend.add(res.prompt_tokens, res.cost)
+                    bar.set_postfix_str(self.spend.running(), refresh=False)
                 bar.update(1)
 
             await asyncio.gather(*(one(i) for i in pending))
