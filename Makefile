@@ -8,7 +8,7 @@ export RUBRICLAB_PYTHON := $(abspath $(VENV))/bin/python
 # two workers (this machine has 2 cores); a file stays on one worker. pyproject.toml adds --max-worker-restart=0.
 PYTEST_ARGS ?= -n 2 --dist loadfile
 
-.PHONY: install repro test lint bench screenshots ui
+.PHONY: install repro test lint bench screenshots ui mutate
 
 install:
 	bash scripts/install.sh
@@ -41,3 +41,12 @@ screenshots:
 # the MLflow UI on the project's store, offline, opening on the runs table
 ui:
 	$(VENV)/bin/rubriclab ui
+
+# mutation testing of the method cores (mutmut), one module at a time against its own tests, one child process
+# under nice (docs/mutation.md): MODULES="drift/_gate.py stats" for a subset, MUTATE_ARGS="--budget 600" to stop
+# each module after 10 minutes, MUTATE_ARGS="--all-functions" for every function (hours)
+MODULES ?=
+MUTATE_ARGS ?=
+mutate:
+	$(VENV)/bin/python -c "import mutmut" 2>/dev/null || $(VENV)/bin/python -m pip install -q -e ".[mutate]"
+	nice -n 10 $(VENV)/bin/python scripts/mutate.py $(MUTATE_ARGS) $(MODULES)
