@@ -94,7 +94,7 @@ def _set(dotted: str, value):
      "pairwise_judge"),
     (_set("llm.roles.judge.temprature", 0.7), "llm.roles.judge.temprature: unknown key; expected one of model, "
      "temperature, max_tokens, top_p, timeout, concurrency, rpm, tpm, max_retries, parse_retries, api_base, "
-     "api_key_env, seed, structured, extra"),
+     "api_key_env, seed, structured, extra, max_failure_share"),
     # wrong types
     (_set("data.seed", "abc"), "data.seed: got 'abc'; expected an integer"),
     (_set("audit.both_orders", "yes"), "audit.both_orders: got 'yes'; expected true or false"),
@@ -102,7 +102,7 @@ def _set(dotted: str, value):
      "reliability, fit, adversarial"),
     (_set("llm.roles.judge", 3), "llm.roles.judge: got 3; expected a model string or a mapping with keys model, "
      "temperature, max_tokens, top_p, timeout, concurrency, rpm, tpm, max_retries, parse_retries, api_base, "
-     "api_key_env, seed, structured, extra"),
+     "api_key_env, seed, structured, extra, max_failure_share"),
     (_set("llm.roles.judge.model", []),
      "llm.roles.judge.model: got []; expected a model string or a non-empty list of model strings"),
     # ranges
@@ -162,9 +162,11 @@ def test_readme_small_sizes_validate(project):
     load_params("params.yaml", [f"{k}={v}" for k, v in SMALL.items()])
 
 
-def test_several_errors_report_the_first_and_count_the_rest(project):
+def test_several_errors_are_all_listed(project):
     msg = _error(["audit.runs=0", "audit.samples=0", "audit.tau=11"])
-    assert msg == "params.yaml: audit.runs: got 0; expected an integer >= 1 (from --set audit.runs=0); and 2 more"
+    assert msg == ("params.yaml: audit.runs: got 0; expected an integer >= 1 (from --set audit.runs=0); "
+                   "params.yaml: audit.samples: got 0; expected an integer >= 1 (from --set audit.samples=0); "
+                   "params.yaml: audit.tau: got 11; expected a number in [0, 10] (from --set audit.tau=11)")
 
 
 def test_file_error_has_no_override_suffix_even_with_other_overrides(project):

@@ -102,3 +102,16 @@ def test_budget_keys_are_checked():
     with pytest.raises(Exception, match="unknown key.*tokens.*expected prompt_tokens, cost_usd"):
         SpendBudget.of({"tokens": 5})
     assert SpendBudget.of({"prompt_tokens": 10}) == SpendBudget(prompt_tokens=10)
+
+
+def test_params_llm_budget_reaches_the_stage_gateway_and_bad_values_are_refused(tmp_path):
+    from rubriclab.config import load_params
+    from rubriclab.errors import ConfigError
+    from rubriclab.llm import gateway_from_params
+
+    (tmp_path / "params.yaml").write_text("llm:\n  budget: {prompt_tokens: 1000, cost_usd: 0.5}\n")
+    params = load_params(tmp_path / "params.yaml")
+    gw = gateway_from_params(params, "audit", tmp_path, progress=False)
+    assert gw.spend.budget == SpendBudget(prompt_tokens=1000, cost_usd=0.5) and gw.spend.stage == "audit"
+    with pytest.raises(ConfigError, match=r"llm\.budget\.prompt_tokens: got -5"):
+        load_params(tmp_path / "params.yaml", ["llm.budget.prompt_tokens=-5"])

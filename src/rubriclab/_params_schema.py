@@ -145,6 +145,7 @@ class RoleFields(Section):
     seed: Int = None
     structured: Bool | None = None
     extra: dict[str, Any] = None  # provider params passed through as they are
+    max_failure_share: Share = None  # a stage fails when more of a role's calls end in an error (default 0.5)
 
 
 def _role_string(value: Any) -> Any:
@@ -171,10 +172,18 @@ class Roles(Section):
     pairwise_judge: Role = None
 
 
+class LlmBudget(Section):
+    """``llm.budget``: limits on one stage's fresh calls (rubriclab.llm.SpendBudget); null: no limit."""
+
+    prompt_tokens: PosInt | None = None
+    cost_usd: NonNegNum | None = None
+
+
 class Llm(Section):
     store: Str | None = None
     templates_dir: Str | None = None
     prefix_order: Bool = None
+    budget: LlmBudget | None = None
     defaults: RoleFields = None
     roles: Roles = None
 
@@ -772,22 +781,30 @@ def _override_of(loc: tuple[Any, ...], overrides: list[str]) -> str | None:
     return None
 
 
+def _override_note(loc: tuple[Any, ...], overrides: list[str]) -> str:
+    """`` (from --set KEY=VALUE)`` for the override that set ``loc`` (credentials not shown), or ``""``."""
+    override = _override_of(loc, overrides)
+    if override is None:
+        return ""
+    key, _, value = override.partition("=")
+    if is_secret_key(key.strip()) or looks_like_secret_value(value.strip()):
+        override = f"{key}=…"
+    return f" (from --set {redact_urls(override)})"
+
+
 def validate_params(params: dict[str, Any], source: str = "params.yaml", overrides: list[str] | None = None) -> None:
     """Check ``params`` (read from ``source``, with ``overrides`` applied) against the schema; changes nothing.
 
-    Raises ConfigError with one line: the first problem, the ``--set`` it came from, and how many others."""
+    Raises ConfigError listing every problem on one line, each as ``<source>: <place>: got <value>; expected
+    <what>`` with the ``--set`` it came from, joined by "; " (``params.yaml: audit.runs: got 'abc'; expected an
+    integer >= 1; params.yaml: data.seed: got 'x'; expected an integer``)."""
     try:
         Params.model_validate(params)
     except ValidationError as exc:
-        errors = exc.errors(include_url=False)
-        first = errors[0]
-        msg = f"{source}: {describe_error(first)}"
-        override = _override_of(tuple(first["loc"]), list(overrides or []))
-        if override is not None:
-            key, _, value = override.partition("=")
-            if is_secret_key(key.strip()) or looks_like_secret_value(value.strip()):
-                override = f"{key}=…"
-            msg += f" (from --set {redact_urls(override)})"
-        if len(errors) > 1:
-            msg += f"; and {len(errors) - 1} more"
-        raise ConfigError(msg) from None
+        lines: list[str] = []
+        for error in exc.errors(include_url=False):
+            loc = tuple(error["loc"])
+            line = f"{source}: {describe_error(error)}{_override_note(loc, list(overrides or []))}"
+            if line not in lines:  # a value failing every branch of a union is one problem
+                lines.append(line)
+        raise ConfigError("; ".join(lines)) from None

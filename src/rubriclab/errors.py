@@ -46,6 +46,18 @@ class ModelCallError(RubricLabError):
     """A model call failed for good (after the retry budget) or cannot be made."""
 
 
+class CallFailureError(ModelCallError):
+    """Too many of a role's model calls in a stage got no usable reply (``rubriclab.llm.check_calls``).
+
+    One line naming the role, the model and the first error; the stage exits non-zero. ``failing`` holds
+    every failing (role, model) tally, the first one first."""
+
+    def __init__(self, message: str, *, role: str, model: str, first_error: str | None,
+                 failing: list | None = None) -> None:
+        self.role, self.model, self.first_error, self.failing = role, model, first_error, list(failing or [])
+        super().__init__(message)
+
+
 class ParseFailure(RubricLabError):
     """A model reply could not be parsed into the expected shape."""
 

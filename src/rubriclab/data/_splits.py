@@ -135,13 +135,31 @@ def _source_report(res: LoadResult) -> dict:
     }
 
 
+def unused_sources(sources: dict, premise_sources: list[str], ripd: dict) -> dict[str, str]:
+    """``data.sources`` entries no split uses, each with a one-line warning naming the splits that exist.
+
+    Not an error: ``rubriclab drift check --data NAME`` reads a ``data.sources`` entry directly, so an entry kept
+    only for it is legitimate. The data stage does not load such an entry; it says so (a warning on stderr, the
+    report's ``unused_sources`` and the ``sources.unused`` metric) instead of skipping it silently."""
+    used = set(premise_sources) | {cfg.get(side) for cfg in ripd.values() if isinstance(cfg, dict)
+                                   for side in ("bench", "target")}
+    splits = [f"data.premise.sources: {', '.join(premise_sources) or 'none'}"]
+    splits += [f"data.ripd.{name}: bench {cfg.get('bench')}, target {cfg.get('target')}"
+               for name, cfg in ripd.items() if isinstance(cfg, dict)]
+    return {name: (f"data.sources.{name}: not used by any split, so the data stage does not load it (splits: "
+                   f"{'; '.join(splits)}); add it to data.premise.sources or a data.ripd setting to split it "
+                   f"(`rubriclab drift check --data {name}` reads it as it is)")
+            for name in sources if name not in used}
+
+
 def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = ".") -> dict:
     """Load the sources ``data_params`` names, split them and write parquet files; return a report.
 
     Writes ``out_dir/premise/<source>/{extraction,audit,heldout,dev}.parquet`` for each source in
     ``data.premise.sources`` and ``out_dir/ripd/<setting>/{bench,target}_{train,val,test}.parquet``
     for each ``data.ripd.<setting>``. The report (JSON-able) has per-source counts and drops and
-    per-split requested vs written counts.
+    per-split requested vs written counts, and ``unused_sources``: the ``data.sources`` entries no split uses
+    (not loaded; a warning each, see :func:`unused_sources`).
     """
     out_dir = Path(out_dir)
     seed = data_params.get("seed", 42)
@@ -164,6 +182,9 @@ def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = 
             raise ConfigError(
                 f"data: source '{name}' is not defined; expected one of data.sources: {', '.join(sources)}"
             )
+    unused = unused_sources(sources, premise_sources, ripd)
+    for why in unused.values():
+        log.warning("warning: %s", why)
 
     loaded: dict[str, LoadResult] = {}
     for name in dict.fromkeys(needed):
@@ -177,6 +198,7 @@ def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = 
         "sources": {n: _source_report(r) for n, r in loaded.items()},
         "premise": {},
         "ripd": {},
+        "unused_sources": unused,
     }
     for name in premise_sources:
         splits = premise_splits(loaded[name].pairs, premise_sizes, seed)

@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab.llm._answers import KINDS, answer_format, parse_exploit, parse_verdict_line, register_answer_kind
+from rubriclab.llm._budget import BudgetExceededError, SpendBudget
 from rubriclab.llm._draws import distinct_draws, draw_identity
 from rubriclab.llm._embed import embed_texts
+from rubriclab.llm._failures import DEFAULT_MAX_FAILURE_SHARE, CallTally, RoleTally, TalliedGateway, check_calls
 from rubriclab.llm._gateway import CallRequest, CallResult, Gateway
 from rubriclab.llm._local import LocalProvider, local_provider, locate_model_file
 from rubriclab.llm._parsers import (
@@ -60,16 +62,19 @@ def prepare_roles(roles: dict[str, RoleSpec | list[RoleSpec]]) -> None:
         local_provider()
 
 
-def gateway_from_params(params: dict[str, Any], stage: str, project_dir: Path, progress: bool = True) -> Gateway:
-    """A gateway on the project's call store, with providers for the configured roles registered."""
+def gateway_from_params(params: dict[str, Any], stage: str, project_dir: Path, progress: bool = True) -> TalliedGateway:
+    """A gateway on the project's call store, with providers for the configured roles registered. It tallies its
+    results per role, so the stage ends with ``check_calls(gateway)`` (failed calls → non-zero exit)."""
     prepare_roles(roles_from_params(params))
-    prefix_order = (params.get("llm") or {}).get("prefix_order", True)
-    return Gateway(open_store(store_location(params, project_dir)), stage=stage, progress=progress,
-                   prefix_schedule=bool(prefix_order))
+    llm = params.get("llm") or {}
+    return TalliedGateway(open_store(store_location(params, project_dir)), stage=stage, progress=progress,
+                          prefix_schedule=bool(llm.get("prefix_order", True)), budget=SpendBudget.of(llm.get("budget")))
 
 
 __all__ = [
     "KINDS", "answer_format", "parse_exploit", "parse_verdict_line", "register_answer_kind",
+    "BudgetExceededError", "SpendBudget",
+    "CallTally", "DEFAULT_MAX_FAILURE_SHARE", "RoleTally", "TalliedGateway", "check_calls",
     "distinct_draws", "draw_identity",
     "CallRecord", "CallRequest", "CallResult", "CallStore", "DEFAULT_STORE", "Gateway", "LocalProvider", "PROMPTS",
     "PromptTemplate", "ROLES", "RoleSpec", "SQLiteCallStore", "call_key", "embed_texts", "extract_json",

@@ -6,9 +6,12 @@ litellm's own retries are turned off at every call (num_retries=0, max_retries=0
 from __future__ import annotations
 
 import random
+import re
 from typing import Any
 
+import httpx
 import litellm
+import openai
 
 from rubriclab.secrets import redact_text
 
@@ -44,9 +47,62 @@ _FINAL_TYPES = (
 )
 
 
+try:  # litellm's default transport; its URL errors are configuration errors
+    from aiohttp.client_exceptions import InvalidURL as _AiohttpInvalidURL
+    from aiohttp.client_exceptions import NonHttpUrlClientError as _AiohttpNonHttpURL
+    _AIOHTTP_URL_ERRORS: tuple[type[BaseException], ...] = (_AiohttpInvalidURL, _AiohttpNonHttpURL)
+except ImportError:  # pragma: no cover - aiohttp ships with litellm
+    _AIOHTTP_URL_ERRORS = ()
+# A request that cannot be built from this configuration: an api_base no client can use (no scheme, not http)
+_CONFIG_TYPES = (httpx.InvalidURL, httpx.UnsupportedProtocol, *_AIOHTTP_URL_ERRORS)
+# what a client-side ValueError/TypeError says when the configuration, not the server, is at fault
+_CONFIG_MESSAGE = re.compile(r"credential|api[_ -]?key|authori[sz]ation|authenticat|\bauth\b", re.IGNORECASE)
+
+
+def _causes(exc: BaseException, limit: int = 20) -> list[BaseException]:
+    """``exc`` and the exceptions it was raised from or while handling, outermost first."""
+    chain: list[BaseException] = []
+    cur: BaseException | None = exc
+    while cur is not None and cur not in chain and len(chain) < limit:
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    return chain
+
+
+def _server_answered(exc: BaseException) -> bool:
+    """Whether ``exc`` carries a real HTTP answer from the server. litellm's own exceptions are skipped: it
+    gives every error it wraps a made-up ``status_code`` 500 and ``response``, whether or not a server was
+    reached."""
+    if isinstance(exc, httpx.HTTPStatusError):
+        return True
+    return isinstance(exc, openai.APIStatusError) and not type(exc).__module__.startswith("litellm")
+
+
+def is_config_error(exc: BaseException) -> bool:
+    """A call that failed before reaching any server, because of how it is configured: retrying cannot help.
+
+    litellm reports these as ``InternalServerError`` (status 500) although no server answered, e.g.
+    credentials both in the ``api_base`` URL and as an API key (aiohttp: "Cannot combine AUTHORIZATION header
+    with AUTH argument or credentials encoded in URL"), a missing API key (the OpenAI client's own
+    ``OpenAIError``: "Missing credentials"), or an ``api_base`` that is not a usable URL. Told apart by the
+    exception chain: no HTTP answer from a server in it, and at its root a URL error, the OpenAI client's
+    plain ``OpenAIError`` (raised before any request), or a plain ValueError/TypeError about credentials or
+    authorization. A real 5xx, a dropped connection, a timeout or a body cut mid-JSON stays retryable."""
+    chain = _causes(exc)
+    if any(_server_answered(e) for e in chain):
+        return False
+    if any(isinstance(e, _CONFIG_TYPES) for e in chain):
+        return True
+    root = chain[-1]
+    if type(root) is openai.OpenAIError:  # exactly the base class: the client refused to build the request
+        return True
+    return type(root) in (ValueError, TypeError) and bool(_CONFIG_MESSAGE.search(str(root)))
+
+
 def is_retryable(exc: BaseException) -> bool:
-    """429, 5xx, timeouts, dropped connections and malformed bodies are retried; 4xx are final."""
-    if isinstance(exc, _FINAL_TYPES):
+    """429, 5xx, timeouts, dropped connections and malformed bodies are retried; 4xx and configuration
+    errors (``is_config_error``: credentials, URLs, which litellm reports as a 500) are final."""
+    if isinstance(exc, _FINAL_TYPES) or is_config_error(exc):
         return False
     if isinstance(exc, _RETRYABLE_TYPES):
         return True

@@ -29,7 +29,7 @@ ROLES = (
 HF_ROLES = ("policy",)
 _FIELDS = {
     "model", "temperature", "max_tokens", "top_p", "timeout", "concurrency", "rpm", "tpm", "max_retries",
-    "parse_retries", "api_base", "api_key_env", "seed", "structured", "extra",
+    "parse_retries", "api_base", "api_key_env", "seed", "structured", "extra", "max_failure_share",
 }
 
 
@@ -53,6 +53,8 @@ class RoleSpec:
     seed: int = 0
     structured: bool | None = None  # answer fixed-format prompts as schema-constrained JSON; None: local models
     extra: dict[str, Any] = field(default_factory=dict)
+    # a stage fails when more of this role's calls than this share end in an error (rubriclab.llm._failures)
+    max_failure_share: float = 0.5
 
     def with_(self, **changes: Any) -> RoleSpec:
         """A copy with some fields changed (e.g. ``temperature=0.7`` for re-runs)."""

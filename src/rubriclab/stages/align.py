@@ -54,7 +54,7 @@ from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.judging import load_pairwise_rubric
-from rubriclab.llm import gateway_from_params, panel, roles_from_params
+from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
 from rubriclab.paths import display_path
 from rubriclab.stages import run_stage
 from rubriclab.stages.audit import embedded_note
@@ -489,6 +489,8 @@ def run_align_stage(params: dict[str, Any], project: Path, setting: str, *, step
             run.log_artifact(ctx["out"] / "training/curves.png", "training")
         run.log_metrics(metrics)
         results.update(labels=labels, train=train, evaluation=evaluation, run_id=run.run_id)
+        if "gateway" in ctx:  # outputs are written; a role whose calls failed fails the run and the stage
+            check_calls(ctx["gateway"])
     if not ctx["adhoc"] and tuple(steps) == STEPS:
         write_metrics_json(project / "metrics/align" / f"{setting}.json", metrics)
     return {"out": ctx["out"], "summary": summary, "metrics": metrics, **results}

@@ -30,7 +30,7 @@ from rubriclab.audit import (
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
-from rubriclab.llm import gateway_from_params
+from rubriclab.llm import check_calls, gateway_from_params
 from rubriclab.rubrics import RubricSet, load_rubric_file
 from rubriclab.stages import run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
@@ -179,6 +179,7 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
                 for axis, d in result["details"].get(src, {}).items():
                     if isinstance(d, dict) and d.get("items"):
                         child.log_table(pd.DataFrame(d["items"]), f"{axis}.items.json")
+        check_calls(ctx.gateway)  # outputs are written; a role whose calls failed fails the run and the stage
     if out_dir is None:
         write_metrics_json(project / "metrics/audit" / f"{dataset}.json", flat)
     return {"card": card, "table": table, "out": out, "metrics": flat, "comparisons": result["comparisons"],

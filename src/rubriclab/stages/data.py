@@ -30,6 +30,7 @@ def split_counts(report: dict[str, Any]) -> dict[str, Any]:
     for name, splits in report["premise"].items():
         for split, c in splits.items():
             flat[f"premise.{name}.{split}"] = c["written"]
+    flat["sources.unused"] = len(report.get("unused_sources") or {})  # defined, used by no split, not loaded
     for setting, info in report["ripd"].items():
         flat[f"ripd.{setting}.overlap_removed_from_target"] = info.get("overlap_removed_from_target", 0)
         for side, splits in info["splits"].items():

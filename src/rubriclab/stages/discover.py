@@ -27,7 +27,7 @@ from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
 from rubriclab.discover import DEFAULTS, REASONS, discover, task_derived_rubric
 from rubriclab.errors import ConfigError
-from rubriclab.llm import gateway_from_params, panel, roles_from_params
+from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
 from rubriclab.rubrics import load_rubric_file, save_rubric_set
 from rubriclab.stages import run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
@@ -182,6 +182,7 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
                       "levels.json")
         for path in plots.values():
             run.log_artifact(path, "plots")
+        check_calls(gateway)  # outputs are written; a role whose calls failed fails the run and the stage
     write_metrics_json(project_dir / "metrics/discover" / f"{dataset}.json", metrics)
     return {"metrics": metrics, "written": {k: str(v) for k, v in written.items()}, "report": report}
 

@@ -35,7 +35,7 @@ from rubriclab.drift import (
 from rubriclab.drift._outputs import LABELS, comparison_figure, comparison_markdown, method_rows, transfer_markdown
 from rubriclab.errors import ConfigError
 from rubriclab.judging import PairwiseRubric, load_pairwise_rubric
-from rubriclab.llm import gateway_from_params, panel, roles_from_params
+from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
 from rubriclab.repair import grid_results, run_grid, study_storage
 from rubriclab.rubrics import JudgeTemplate, write_ripd
 from rubriclab.stages import run_stage
@@ -213,6 +213,7 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
         for rule, n in ctx.registry.rejected().items():
             flat[f"candidates.rejected.{rule}"] = n
         run.log_metrics(flat)
+        check_calls(gateway)  # a role whose calls failed past llm.defaults.max_failure_share: exit non-zero
     if out_dir is None:
         write_metrics_json(project / "metrics/drift" / f"{setting}.json", flat)
     return {"out": out, "comparison": comparison, "selection": selection, "ctx": ctx, "results": results,

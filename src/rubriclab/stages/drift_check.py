@@ -19,7 +19,7 @@ from rubriclab.data import FORMATS, Pair, load_source_detailed, read_pairs, read
 from rubriclab.drift import DriftCheck, drift_check, prompt_clusters, write_gate_report
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.judging import PairwiseRubric, load_pairwise_rubric
-from rubriclab.llm import gateway_from_params, panel, prepare_roles, roles_from_params
+from rubriclab.llm import check_calls, gateway_from_params, panel, prepare_roles, roles_from_params
 from rubriclab.stages.audit import EMBEDDED_NOTE
 from rubriclab.tracking import stage_run
 
@@ -221,11 +221,13 @@ def run_drift_check(params: dict[str, Any], project: Path, *, old: str | Path, n
     result.notes = notes + result.notes
     out = Path(out_dir) if out_dir else project / "outputs/drift_check"
     paths = write_gate_report(result, out, clusters=cluster_table, note=note)
-    run_id = _track(result, params, project, paths, embedded) if track else None
+    run_id = _track(result, params, project, paths, embedded, gateway) if track else None
+    check_calls(gateway)  # the report is written; a role whose calls failed fails the gate (and its run, in _track)
     return {"result": result, "out": out, "paths": paths, "run_id": run_id, "note": note}
 
 
-def _track(result: DriftCheck, params: dict[str, Any], project: Path, paths: dict[str, Path], embedded: bool) -> str:
+def _track(result: DriftCheck, params: dict[str, Any], project: Path, paths: dict[str, Path], embedded: bool,
+           gateway: Any = None) -> str:
     name = f"drift_check@{result.old['name']}->{result.new['name']}"
     tags = {"old_rubric": result.old["name"], "new_rubric": result.new["name"], "old_digest": result.old["digest"],
             "new_digest": result.new["digest"], "judge": result.settings["judge"], "flagged": str(result.flagged),
@@ -242,4 +244,6 @@ def _track(result: DriftCheck, params: dict[str, Any], project: Path, paths: dic
         run.log_table(result.domains, "domains.json")
         for path in paths.values():
             run.log_artifact(path)
+        if gateway is not None:
+            check_calls(gateway)
         return run.run_id

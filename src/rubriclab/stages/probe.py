@@ -20,7 +20,7 @@ from rubriclab.audit import to_markdown
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
-from rubriclab.llm import embed_texts, gateway_from_params, panel, roles_from_params
+from rubriclab.llm import check_calls, embed_texts, gateway_from_params, panel, roles_from_params
 from rubriclab.probe import (
     PROBE_MODELS,
     demo_items_path,
@@ -347,6 +347,7 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
         atomic.write_text(out / "summary.md", "\n".join(md) + "\n")
         run.log_artifact(out / "summary.md")
         run.log_metrics(flat)
+        check_calls(gateway)  # outputs are written; a role whose calls failed fails the run and the stage
     if out_dir is None:
         write_metrics_json(project / "metrics/probe.json", flat)
     return {"out": out, "results": results, "labelled": labelled, "metrics": flat, "summary": "\n".join(md)}

@@ -21,7 +21,7 @@ from rubriclab.audit import context_from_params, interval_label, to_markdown
 from rubriclab.config import find_project_dir, get, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
-from rubriclab.llm import gateway_from_params, panel, roles_from_params
+from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
 from rubriclab.repair import (
     RepairSettings,
     candidates_table,
@@ -271,6 +271,7 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
         atomic.write_text(out / "summary.md", "\n".join(summary) + "\n")
         run.log_artifact(out / "summary.md")
         run.log_metrics(flat)
+        check_calls(ctx.gateway)  # outputs are written; a role whose calls failed fails the run and the stage
     if out_dir is None:
         write_metrics_json(project / "metrics/repair" / f"{dataset}.json", flat)
     return {"out": out, "results": results, "metrics": flat, "summary": "\n".join(summary)}
