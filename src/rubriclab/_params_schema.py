@@ -215,11 +215,19 @@ class RipdSetting(Section):
     test: NonNegInt = None
 
 
+class MaxChars(Section):
+    """``data.max_chars``: per-field size limits (rubriclab.data.DEFAULT_MAX_CHARS)."""
+
+    prompt: PosInt = None
+    response: PosInt = None
+
+
 class Data(Section):
     seed: Int = None
     sources: dict[str, Source] = None
     premise: Premise = None
     ripd: dict[str, RipdSetting] = None
+    max_chars: MaxChars = None
 
 
 class Tracking(Section):

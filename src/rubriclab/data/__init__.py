@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rubriclab.data._clean import DROP_REASONS, clean_pairs
+from rubriclab.data._clean import DEFAULT_MAX_CHARS, DROP_REASONS, clean_pairs, drop_oversized
 from rubriclab.data._io import read_pairs, read_rows, write_pairs, write_splits
 from rubriclab.data._loaders import DEMO_DOMAINS, LOADERS, LoadResult, load_source, load_source_detailed
 from rubriclab.data._parsers import ARENA_CATEGORY_FLAGS, FORMATS, parse_rows, render_messages
@@ -19,7 +19,9 @@ from rubriclab.data._splits import (
 __all__ = [
     "ARENA_CATEGORY_FLAGS",
     "DEMO_DOMAINS",
+    "DEFAULT_MAX_CHARS",
     "DROP_REASONS",
+    "drop_oversized",
     "FORMATS",
     "LOADERS",
     "PREMISE_SPLITS",

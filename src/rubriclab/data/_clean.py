@@ -17,7 +17,13 @@ DROP_REASONS = (
     "identical_responses",
     "duplicate_id",
     "undecodable_text",
+    "prompt_too_long",
+    "response_too_long",
 )
+
+# Per-field size limits in characters (``data.max_chars``): a pair past one is dropped, counted, before any model
+# sees it — one 5 MB response would otherwise go whole into every judge prompt of every stage. ~8k tokens each.
+DEFAULT_MAX_CHARS = {"prompt": 32_000, "response": 32_000}
 
 # U+FFFD means a decoder already gave up on the bytes; lone surrogates cannot be encoded at all.
 _BAD_TEXT = re.compile("[\ufffd\ud800-\udfff]")
@@ -101,3 +107,30 @@ def clean_pairs(
             )
         )
     return kept, drops
+
+
+def max_chars_of(section: dict | None, where: str = "data.max_chars") -> dict[str, int]:
+    """``data.max_chars`` over the defaults, checked (positive integers; keys prompt, response)."""
+    from rubriclab.errors import ConfigError
+
+    out = dict(DEFAULT_MAX_CHARS)
+    for key, value in (section or {}).items():
+        if key not in out:
+            raise ConfigError(f"{where}: unknown key {key!r}; expected one of {', '.join(out)}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{where}.{key}: got {value!r}; expected an integer >= 1 (characters)")
+        out[key] = value
+    return out
+
+
+def drop_oversized(pairs: list[Pair], drops: Counter, max_chars: dict[str, int]) -> list[Pair]:
+    """The pairs within ``max_chars`` (prompt; each response); the others counted in ``drops`` by reason."""
+    kept = []
+    for p in pairs:
+        if len(p.prompt) > max_chars["prompt"]:
+            drops["prompt_too_long"] += 1
+        elif max(len(p.chosen), len(p.rejected)) > max_chars["response"]:
+            drops["response_too_long"] += 1
+        else:
+            kept.append(p)
+    return kept

@@ -9,7 +9,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from rubriclab.data._clean import _meta, clean_pairs
+from rubriclab.data._clean import _meta, clean_pairs, drop_oversized, max_chars_of
 from rubriclab.data._io import _jsonl_rows, columns_of, read_rows, require_columns
 from rubriclab.data._parsers import format_options, get_format, parse_rows
 from rubriclab.data._schema import Pair, stable_hash, stable_id
@@ -224,8 +224,12 @@ def _apply_limit(result: LoadResult, limit: Any, seed: int, where: str) -> LoadR
     return result
 
 
-def load_source_detailed(spec: dict, base_dir: str | Path = ".", *, name: str = "source", seed: int = 42) -> LoadResult:
-    """Like :func:`load_source` but also says where the pairs came from and how many were available."""
+def load_source_detailed(spec: dict, base_dir: str | Path = ".", *, name: str = "source", seed: int = 42,
+                         max_chars: dict[str, int] | None = None) -> LoadResult:
+    """Like :func:`load_source` but also says where the pairs came from and how many were available.
+
+    Pairs past ``max_chars`` (``data.max_chars``; defaults ``DEFAULT_MAX_CHARS``) are dropped and counted before
+    ``limit`` samples, so ``available`` is what could be used."""
     where = f"data.sources.{name}"
     if not isinstance(spec, dict):
         raise ConfigError(f"{where}: expected a mapping with a 'loader' key, got {type(spec).__name__}")
@@ -233,6 +237,8 @@ def load_source_detailed(spec: dict, base_dir: str | Path = ".", *, name: str = 
     if loader not in LOADERS:
         raise ConfigError(f"{where}.loader: unknown loader {loader!r}; expected one of: {', '.join(LOADERS)}")
     result = LOADERS[loader](spec, Path(base_dir), name)
+    result.pairs = drop_oversized(result.pairs, result.drops, max_chars_of(max_chars))
+    result.available = len(result.pairs)
     return _apply_limit(result, spec.get("limit"), seed, where)
 
 

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from rubriclab.data._clean import max_chars_of
 from rubriclab.data._io import write_splits
 from rubriclab.data._loaders import LoadResult, load_source_detailed
 from rubriclab.data._schema import Pair
@@ -166,9 +167,11 @@ def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = 
     sources = data_params.get("sources") or {}
     premise = dict(data_params.get("premise") or {})
     ripd = dict(data_params.get("ripd") or {})
-    unknown = sorted(set(data_params) - {"seed", "sources", "premise", "ripd"})
+    unknown = sorted(set(data_params) - {"seed", "sources", "premise", "ripd", "max_chars"})
     if unknown:
-        raise ConfigError(f"data: unknown key(s) {', '.join(unknown)}; expected some of: seed, sources, premise, ripd")
+        raise ConfigError(f"data: unknown key(s) {', '.join(unknown)}; expected some of: seed, sources, premise, "
+                          "ripd, max_chars")
+    max_chars = max_chars_of(data_params.get("max_chars"))
 
     premise_sources = list(premise.pop("sources", []) or [])
     premise_sizes = _check_sizes({**PREMISE_DEFAULTS, **premise}, PREMISE_SPLITS, "data.premise")
@@ -188,7 +191,7 @@ def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = 
 
     loaded: dict[str, LoadResult] = {}
     for name in dict.fromkeys(needed):
-        loaded[name] = load_source_detailed(sources[name], base_dir, name=name, seed=seed)
+        loaded[name] = load_source_detailed(sources[name], base_dir, name=name, seed=seed, max_chars=max_chars)
         drops = loaded[name].drops
         if drops:
             log.info("source %s: dropped %s", name, dict(drops))
@@ -199,6 +202,7 @@ def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = 
         "premise": {},
         "ripd": {},
         "unused_sources": unused,
+        "max_chars": max_chars,
     }
     for name in premise_sources:
         splits = premise_splits(loaded[name].pairs, premise_sizes, seed)
