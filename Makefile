@@ -5,10 +5,11 @@ export HF_HUB_OFFLINE := 1
 # dvc.yaml's stages run through scripts/stage, which takes this interpreter (else ./.venv, else python3)
 export RUBRICLAB_PYTHON := $(abspath $(VENV))/bin/python
 
-# two workers (this machine has 2 cores); a file stays on one worker. pyproject.toml adds --max-worker-restart=0.
-PYTEST_ARGS ?= -n 2 --dist loadfile
+# two workers (this machine has 2 cores); a file stays on one worker, files handed out in collection order (the
+# longest first: tests/conftest.py, FIRST). pyproject.toml adds --max-worker-restart=0.
+PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 
-.PHONY: install repro test lint bench screenshots ui mutate
+.PHONY: install repro test test-fast lint bench screenshots ui mutate
 
 install:
 	bash scripts/install.sh
@@ -19,6 +20,10 @@ repro: install
 
 test: install
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
+# the inner loop (after `make install`): every test but the end-to-end pipeline runs marked slow; `make test` runs all
+test-fast:
+	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS) -m "not slow"
 
 lint:
 	$(VENV)/bin/ruff check src tests benchmarks

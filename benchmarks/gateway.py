@@ -2,11 +2,18 @@
 
 The server runs in a separate process with a fixed latency. For each concurrency C the same
 workload runs through (a) a bare ``litellm.acompletion`` + ``asyncio.gather`` loop bounded by a
-semaphore and (b) the gateway with its store, limits and retries on (fresh store: no cache hits);
-plus a sequential ``litellm.completion`` loop. Ratios are to the ideal C/latency and to bare
-litellm. Finally the C=64 batch is repeated on the same store: provider calls made (goal 0).
+semaphore, (b) the gateway of this working tree with its store, limits and retries on (fresh store:
+no cache hits) and (c) the gateway as it was at ``--before-ref`` (default 47f14d1: one claim, one
+record and one release per call, three store transactions; its ``llm/_gateway.py``, ``_store.py`` and
+``_pgstore.py`` over this tree's other modules); plus a sequential ``litellm.completion`` loop. The
+two gateways run in worker processes of their own (started once, warmed up), the arms of a repeat in
+rotating order, and each figure is the median over repeats. Ratios are to the ideal C/latency and to
+bare litellm. Then, untimed, each gateway's store transactions per call at the largest C (SQLite
+statements traced); each gateway's own cost, with ``litellm.acompletion`` stubbed by a sleep of the
+latency and a canned reply (rate / ideal and CPU per call: what the gateway adds to litellm); and the
+C=64 batch repeated on the same store: provider calls made (goal 0).
 
-    python benchmarks/gateway.py [--latency 0.2] [--calls-per-slot 10] [--repeats 2]
+    python benchmarks/gateway.py [--latency 0.2] [--calls-per-slot 10] [--repeats 3] [--before-ref REF | --no-before]
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import asyncio
 import importlib.metadata
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,9 +37,10 @@ os.environ.setdefault("OPENAI_API_KEY", "sk-fake-benchmark")
 
 import litellm  # noqa: E402
 
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store  # noqa: E402
-
 MODEL = "openai/fake-bench"
+ROOT = Path(__file__).resolve().parent.parent
+BEFORE_REF = "47f14d1"  # the gateway before batched claims and writes (issue 25)
+OVERLAID = ("llm/_gateway.py", "llm/_store.py", "llm/_pgstore.py")
 
 
 def start_server(latency: float) -> tuple[subprocess.Popen, str]:
@@ -66,17 +75,6 @@ async def bare(url: str, n: int, c: int, tag: str) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def gateway(url: str, n: int, c: int, tag: str, store_path: Path) -> float:
-    role = RoleSpec(name="judge", model=MODEL, api_base=url, max_tokens=16, concurrency=c, timeout=60)
-    reqs = [CallRequest(role=role, messages=messages(i, tag)) for i in range(n)]
-    gw = Gateway(open_store(store_path), stage="bench", progress=False)
-    t0 = time.perf_counter()
-    results = gw.run(reqs)
-    rate = n / (time.perf_counter() - t0)
-    assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
-    return rate
-
-
 def sequential(url: str, n: int, tag: str) -> float:
     t0 = time.perf_counter()
     for i in range(n):
@@ -84,48 +82,211 @@ def sequential(url: str, n: int, tag: str) -> float:
     return n / (time.perf_counter() - t0)
 
 
+# -- the gateway arms, each in a worker process ------------------------------------------------------------
+
+
+def _count_transactions(store) -> list[int]:
+    """Count the write transactions an SQLite store commits: explicit BEGIN…COMMIT blocks, and writes made
+    outside one (each its own autocommit transaction)."""
+    count, state = [0], {"open": False}
+
+    def trace(sql: str) -> None:
+        head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
+        if head == "BEGIN":
+            state["open"] = True
+        elif head in ("COMMIT", "END", "ROLLBACK"):
+            state["open"] = False
+            count[0] += 1
+        elif head in ("INSERT", "UPDATE", "DELETE", "REPLACE") and not state["open"]:
+            count[0] += 1
+
+    store._db.set_trace_callback(trace)
+    return count
+
+
+def worker() -> None:
+    """Serve gateway runs: one JSON command a line on stdin, one JSON result a line on stdout."""
+    import rubriclab
+    from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store
+
+    print(json.dumps({"rubriclab": rubriclab.__file__}), flush=True)
+    real = litellm.acompletion
+    canned = litellm.ModelResponse(choices=[{"message": {"role": "assistant", "content": "A"},
+                                             "finish_reason": "stop"}],
+                                   usage={"prompt_tokens": 20, "completion_tokens": 1, "total_tokens": 21})
+
+    async def stub(**_: object) -> litellm.ModelResponse:  # the provider without litellm: sleep, then a reply
+        await asyncio.sleep(cmd["stub"])
+        return canned
+
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        litellm.acompletion = stub if cmd.get("stub") else real
+        role = RoleSpec(name="judge", model=MODEL, api_base=cmd["url"], max_tokens=16, concurrency=cmd["c"],
+                        timeout=60)
+        reqs = [CallRequest(role=role, messages=messages(i, cmd["tag"])) for i in range(cmd["n"])]
+        gw = Gateway(open_store(cmd["store"]), stage="bench", progress=False)
+        txns = _count_transactions(gw.store) if cmd.get("count") else None
+        c0, t0 = time.process_time(), time.perf_counter()
+        results = gw.run(reqs)
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        bad = [r.error for r in results if not r.ok][:3]
+        gw.store.close()
+        print(json.dumps({"rate": cmd["n"] / wall, "cpu_ms": 1000 * cpu / cmd["n"], "bad": bad,
+                          "txns": txns[0] if txns else None}), flush=True)
+
+
+class Arm:
+    """A gateway in a worker process, importing rubriclab from ``src``."""
+
+    def __init__(self, name: str, src: Path) -> None:
+        self.name = name
+        env = {**os.environ, "PYTHONPATH": str(src)}
+        self.proc = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env)
+        hello = json.loads(self.proc.stdout.readline())
+        if not hello["rubriclab"].startswith(str(src)):
+            raise SystemExit(f"arm {name}: imported rubriclab from {hello['rubriclab']}, not {src}")
+
+    def run(self, url: str, n: int, c: int, tag: str, store: Path, count: bool = False,
+            stub: float | None = None) -> dict:
+        self.proc.stdin.write(json.dumps({"url": url, "n": n, "c": c, "tag": tag, "store": str(store),
+                                          "count": count, "stub": stub}) + "\n")
+        self.proc.stdin.flush()
+        out = json.loads(self.proc.stdout.readline())
+        if out["bad"]:
+            raise SystemExit(f"arm {self.name}: failed calls {out['bad']}")
+        return out
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def before_tree(ref: str, tmp: Path) -> Path:
+    """This tree's ``src`` with the gateway and store files as they were at ``ref``."""
+    src = tmp / "before-src"
+    shutil.copytree(ROOT / "src" / "rubriclab", src / "rubriclab",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for rel in OVERLAID:
+        text = subprocess.run(["git", "show", f"{ref}:src/rubriclab/{rel}"], cwd=ROOT, check=True,
+                              capture_output=True, text=True).stdout
+        (src / "rubriclab" / rel).write_text(text)
+    return src
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--latency", type=float, default=0.2)
     ap.add_argument("--calls-per-slot", type=int, default=10, help="workload = max(20, C × this)")
-    ap.add_argument("--repeats", type=int, default=2, help="alternating repeats; the median is reported")
+    ap.add_argument("--repeats", type=int, default=3, help="rotating repeats; the median is reported")
+    ap.add_argument("--concurrency", default="1,8,64")
+    ap.add_argument("--before-ref", default=BEFORE_REF, help="git ref of the 'before' gateway")
+    ap.add_argument("--no-before", action="store_true", help="leave out the 'before' arm")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker:
+        worker()
+        return
+    conc = [int(c) for c in args.concurrency.split(",")]
     proc, url = start_server(args.latency)
     tmp = Path(tempfile.mkdtemp(prefix="rubriclab-bench-"))
+    arms: dict[str, Arm] = {}
     try:
+        arms["after"] = Arm("after", ROOT / "src")
+        if not args.no_before:
+            arms["before"] = Arm(f"before ({args.before_ref})", before_tree(args.before_ref, tmp))
         asyncio.run(bare(url, 8, 8, "warmup"))  # import/connection warm-up, not measured
-        rows = []
+        for name, arm in arms.items():
+            arm.run(url, 64, 8, f"warmup-{name}", tmp / f"warmup-{name}.sqlite")
         n_seq = 20
         seq = statistics.median(sequential(url, n_seq, f"seq{r}") for r in range(args.repeats))
-        for c in (1, 8, 64):
+        names = ["bare", *arms]
+        rows = []
+        for c in conc:
             n = max(20, c * args.calls_per_slot)
-            b_rates, g_rates = [], []
+            rates: dict[str, list[float]] = {k: [] for k in names}
+            cpu: dict[str, list[float]] = {k: [] for k in names}
             for r in range(args.repeats):
-                b_rates.append(asyncio.run(bare(url, n, c, f"bare{c}-{r}")))
-                g_rates.append(gateway(url, n, c, f"gw{c}-{r}", tmp / f"gw{c}-{r}.sqlite"))
-            rows.append((c, n, statistics.median(b_rates), statistics.median(g_rates)))
+                for k in names[r % len(names):] + names[: r % len(names)]:  # rotate the order per repeat
+                    if k == "bare":
+                        c0 = time.process_time()
+                        rates[k].append(asyncio.run(bare(url, n, c, f"bare{c}-{r}")))
+                        cpu[k].append(1000 * (time.process_time() - c0) / n)
+                    else:
+                        out = arms[k].run(url, n, c, f"{k}{c}-{r}", tmp / f"{k}{c}-{r}.sqlite")
+                        rates[k].append(out["rate"])
+                        cpu[k].append(out["cpu_ms"])
+            rows.append((c, n, {k: statistics.median(v) for k, v in rates.items()},
+                         {k: statistics.median(v) for k, v in cpu.items()}, rates))
 
-        # repeated run of the C=64 batch on its store: every call must come from the store
-        c, n = 64, max(20, 64 * args.calls_per_slot)
+        # untimed: store transactions per call at the largest C (statements traced), then the repeated batch
+        c = conc[-1]
+        n = max(20, c * args.calls_per_slot)
+        txns = {k: arm.run(url, n, c, f"count-{k}", tmp / f"count-{k}.sqlite", count=True)["txns"]
+                for k, arm in arms.items()}
+        # the gateway's own cost: litellm.acompletion stubbed (a sleep of the latency, a canned reply)
+        n_stub = 50 * c
+        own: dict[str, list[dict]] = {k: [] for k in arms}
+        for r in range(2):
+            for k in (list(arms) if r % 2 == 0 else list(arms)[::-1]):
+                own[k].append(arms[k].run(url, n_stub, c, f"stub{k}{r}", tmp / f"stub-{k}{r}.sqlite",
+                                          stub=args.latency))
         before = server_requests(url)
-        gateway(url, n, c, f"gw{c}-0", tmp / f"gw{c}-0.sqlite")
+        arms["after"].run(url, n, c, f"after{c}-0", tmp / f"after{c}-0.sqlite")
         repeat_calls = server_requests(url) - before
     finally:
+        for arm in arms.values():
+            arm.close()
         proc.terminate()
         proc.wait(timeout=10)
+        shutil.rmtree(tmp, ignore_errors=True)
 
     print(f"fake server: separate process, latency {args.latency * 1000:.0f} ms; {os.cpu_count()} CPU cores; "
-          f"litellm {importlib.metadata.version('litellm')}")
+          f"load average {os.getloadavg()[0]:.1f}; litellm {importlib.metadata.version('litellm')}; "
+          f"median of {args.repeats} rotating repeats")
     print(f"sequential litellm.completion: {seq:7.1f} calls/s ({seq * args.latency:.2f} of ideal 1/latency)")
-    print(f"{'C':>3} {'calls':>6} {'ideal/s':>8} {'bare/s':>8} {'gw/s':>8} {'bare/ideal':>10} {'gw/ideal':>9} "
-          f"{'gw/bare':>8} {'gw/seq':>7}")
-    for c, n, b, g in rows:
+    has_before = "before" in arms
+    head = f"{'C':>3} {'calls':>6} {'ideal/s':>8} {'bare/s':>8} {'gw/s':>8}"
+    head += f" {'before/s':>9}" if has_before else ""
+    head += f" {'bare/ideal':>10} {'gw/ideal':>9} {'gw/bare':>8}"
+    head += f" {'before/bare':>11} {'gw/before':>9}" if has_before else ""
+    head += f" {'gw/seq':>7}  CPU ms/call bare, gw" + (", before" if has_before else "")
+    print(head)
+    for c, n, m, cpu, _ in rows:
         ideal = c / args.latency
-        print(f"{c:>3} {n:>6} {ideal:>8.1f} {b:>8.1f} {g:>8.1f} {b / ideal:>10.2f} {g / ideal:>9.2f} "
-              f"{g / b:>8.2f} {g / seq:>7.1f}")
-    print(f"repeated C=64 batch of {n} calls: {repeat_calls} provider calls (goal 0)")
-    c64 = rows[-1]
-    print(f"goals: gw/bare at C=64 ≥ 0.9 → {c64[3] / c64[2]:.2f}; gw/seq at C=64 ≥ 15 → {c64[3] / seq:.1f}")
+        b, g = m["bare"], m["after"]
+        line = f"{c:>3} {n:>6} {ideal:>8.1f} {b:>8.1f} {g:>8.1f}"
+        line += f" {m['before']:>9.1f}" if has_before else ""
+        line += f" {b / ideal:>10.2f} {g / ideal:>9.2f} {g / b:>8.2f}"
+        line += f" {m['before'] / b:>11.2f} {g / m['before']:>9.2f}" if has_before else ""
+        line += f" {g / seq:>7.1f}  {cpu['bare']:.2f}, {cpu['after']:.2f}" + (f", {cpu['before']:.2f}"
+                                                                              if has_before else "")
+        print(line)
+    c, n = rows[-1][0], rows[-1][1]
+    print(f"store write transactions for {n} calls at C={c}: " + "; ".join(
+        f"{'gw' if k == 'after' else k} {t} ({t / n:.2f} per call)" for k, t in txns.items()))
+    print(f"litellm stubbed (sleep {args.latency * 1000:.0f} ms, canned reply), {n_stub} calls at C={c}, median of 2: "
+          + "; ".join(f"{'gw' if k == 'after' else k} {statistics.median(o['rate'] for o in v) * args.latency / c:.2f}"
+                      f" of ideal, {statistics.median(o['cpu_ms'] for o in v):.2f} ms CPU/call"
+                      for k, v in own.items()))
+    print(f"repeated C={c} batch of {n} calls: {repeat_calls} provider calls (goal 0)")
+    last = rows[-1]
+    print(f"per-repeat C={c} gw/bare: " + ", ".join(f"{g / b:.2f}" for g, b in zip(last[4]["after"], last[4]["bare"]))
+          + ("; before/bare: " + ", ".join(f"{g / b:.2f}" for g, b in zip(last[4]["before"], last[4]["bare"]))
+             if has_before else ""))
+    ratio, ideal_share = last[2]["after"] / last[2]["bare"], last[2]["after"] * args.latency / c
+    print(f"goals at C={c}: gw/bare ≥ 1.0 → {ratio:.2f}; gw/ideal ≥ 0.8 → {ideal_share:.2f} "
+          f"(bare/ideal {last[2]['bare'] * args.latency / c:.2f}); gw/seq ≥ 15 → {last[2]['after'] / seq:.1f}")
+    # the ideal-rate goal is the gateway's own ceiling (litellm stubbed): a loop through litellm is bounded by bare
+    # litellm's rate on this machine, which the gateway cannot exceed by more than litellm's own per-call work
+    own_share = statistics.median(o["rate"] for o in own["after"]) * args.latency / c if "after" in own else 0.0
+    missed = [text for ok, text in (
+        (ratio >= 1.0, f"gw/bare {ratio:.2f} < 1.0"),
+        (own_share >= 0.8, f"gw/ideal with litellm stubbed {own_share:.2f} < 0.8"),
+        (repeat_calls == 0, f"{repeat_calls} provider calls on the repeated batch (goal 0)")) if not ok]
+    if missed:
+        raise SystemExit("goal missed: " + "; ".join(missed))
 
 
 if __name__ == "__main__":

@@ -5,10 +5,47 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# Each xdist worker (and every stage it starts) gets its share of the cores: llama.cpp and torch use every core by
+# default, and two workers' models spinning on four threads over two cores ran the embedded-model tests 3-4x slower.
+_share = str(max(1, (os.cpu_count() or 2) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+os.environ.setdefault("RUBRICLAB_THREADS", _share)
+os.environ.setdefault("OMP_NUM_THREADS", _share)
 
 import pytest  # noqa: E402
 
 from rubriclab.llm import Gateway, open_store  # noqa: E402
+
+# The files that take minutes, longest first. `make test` (Makefile: --dist loadfile --no-loadscope-reorder) hands
+# whole files to the two workers in collection order, so these start first and the many short files fill in around
+# them; in the default order (most tests first) the longest files came last and one worker ran them alone for the
+# last ten minutes. Measured with `--durations` (benchmarks/README.md, "Test suite"); a file not listed keeps its
+# place after these.
+FIRST = (
+    "test_readme.py",            # the README's block (the whole pipeline, small)
+    "test_fresh_clone.py",       # a fresh clone's drift@demo on the embedded model
+    "test_reliability_faults.py",  # the fault-free reference run (shared with the next file) and the faulty run
+    "test_reliability_kill.py",
+    "test_scale_out.py",
+    "test_browser.py",
+    "test_secrets_allowlist.py",
+    "test_align_policy.py",
+    "test_llm_local.py",
+    "test_report.py",
+    "test_audit_stage.py",
+    "test_align_stage.py",
+    "test_gateway_batched_writes.py",
+    "test_atomic.py",
+    "test_probe_stage.py",
+    "test_store_backends.py",
+    "test_secrets_e2e.py",
+    "test_llm_faults.py",
+    "test_engine.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))  # stable: each file keeps its own order
 
 
 @pytest.fixture

@@ -49,9 +49,17 @@ def project(tmp_path_factory):
             "report": report, "params": params}
 
 
-def test_the_experiment_opens_on_its_runs_table(project):
+@pytest.fixture(scope="module")
+def ui(project):
+    """One `rubriclab ui` server for the module's MLflow checks (it only reads the store; each test opens its own
+    fresh browser on it). Starting the server is most of a test's time."""
+    with mlflow_ui(project["root"]) as server:
+        yield server
+
+
+def test_the_experiment_opens_on_its_runs_table(project, ui):
     assert project["exp"].tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
-    with mlflow_ui(project["root"]) as ui, browser() as driver:
+    with browser() as driver:
         driver.get(ui["url"])
         body = wait_for_text(driver, "audit@demo_helpful")
         assert "data@" in body  # the data stage's run is listed too
@@ -59,11 +67,11 @@ def test_the_experiment_opens_on_its_runs_table(project):
         assert "matching runs" in body
 
 
-def test_the_comparison_of_two_audit_runs_shows_a_metric(project):
+def test_the_comparison_of_two_audit_runs_shows_a_metric(project, ui):
     a, b = project["runs"][:2]
     key = "mine.acc_direct"  # among the first metric columns the comparison table renders
     value = a.data.metrics[key]
-    with mlflow_ui(project["root"]) as ui, browser() as driver:
+    with browser() as driver:
         exp = project["exp"].experiment_id
         driver.get(f"{ui['base']}/#/compare-runs?runs={json.dumps([a.info.run_id, b.info.run_id])}"
                    f"&experiments={json.dumps([exp])}")
@@ -74,13 +82,13 @@ def test_the_comparison_of_two_audit_runs_shows_a_metric(project):
         assert f"{value:g}" in metrics.split("Artifacts")[0]
 
 
-def test_a_rubric_artifact_shows_its_text(project):
+def test_a_rubric_artifact_shows_its_text(project, ui):
     client = project["client"]
     parent = project["runs"][0]
     children = client.search_runs([project["exp"].experiment_id],
                                   filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     child = next(r for r in children if r.info.run_name.endswith("-mine"))
-    with mlflow_ui(project["root"]) as ui, browser() as driver:
+    with browser() as driver:
         driver.get(f"{ui['base']}/#/experiments/{project['exp'].experiment_id}/runs/{child.info.run_id}"
                    "/artifactPath/rubric.json")
         wait_for_text(driver, "Answers the question first.")

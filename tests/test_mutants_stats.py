@@ -37,7 +37,7 @@ def test_bh_out_of_range_error_names_the_field_and_the_range():
         bh_adjust([0.5, 1.5])
     e = err.value
     assert (e.field, e.expected) == ("pvalues", "p-values in [0, 1] (NaN allowed)")
-    assert str(e).startswith("<input>: field 'pvalues': contains 1 value(s) outside [0, 1], e.g. ")
+    assert str(e).startswith("<input>: field 'pvalues': contains 1 value(s) outside [0, 1], e.g. 1.5;")
     assert str(e).endswith("; expected p-values in [0, 1] (NaN allowed)")
 
 

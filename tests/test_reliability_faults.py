@@ -23,6 +23,7 @@ from rubriclab.testing import (
     reliability_project,
     reliability_responder,
     repro,
+    session_dir,
     snapshot_outputs,
 )
 
@@ -32,7 +33,7 @@ PLAN = FaultPlan(rate=0.3, kinds=FAULT_KINDS, seed=5, retry_after=0.05, hang_sec
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    reference = clean_reference(tmp_path_factory.getbasetemp() / "reliability_reference", timeout=TIMEOUT_S)
+    reference = clean_reference(session_dir(tmp_path_factory, "reliability_reference"), timeout=TIMEOUT_S)
     root = tmp_path_factory.mktemp("reliability_faulty")
     with FakeOpenAIServer(responder=reliability_responder, faults=PLAN) as server:
         reliability_project(root, server.url, timeout=TIMEOUT_S)

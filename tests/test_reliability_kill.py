@@ -35,6 +35,7 @@ from rubriclab.testing import (
     reliability_responder,
     repro,
     repro_env,
+    session_dir,
     snapshot_outputs,
     standard_triggers,
 )
@@ -47,7 +48,7 @@ SEED = 20240613
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_sigkilled_repro_resumes_without_repeating_finished_calls(tmp_path_factory):
-    reference = clean_reference(tmp_path_factory.getbasetemp() / "reliability_reference", timeout=TIMEOUT_S)
+    reference = clean_reference(session_dir(tmp_path_factory, "reliability_reference"), timeout=TIMEOUT_S)
     root = tmp_path_factory.mktemp("reliability_killed")
     sigs = SignatureMap()
     # 429s only: retries happen (and must survive the kill in the ledger) without slowing the run much

@@ -42,16 +42,30 @@ def test_sections_follow_the_outputs(tmp_path):
     assert ids == ["audit-ds", "align-demo", "ledger"]
 
 
-@pytest.fixture
-def report(tmp_path, monkeypatch):
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    _outputs(tmp_path)
-    with stage_run("audit", "audit@ds", {}, tmp_path, tags={"models": "local/smollm2-135m",
-                                                            "embedded_model": "True"}) as run:
+def _report(root):
+    _outputs(root)
+    with stage_run("audit", "audit@ds", {}, root, tags={"models": "local/smollm2-135m",
+                                                        "embedded_model": "True"}) as run:
         run_id = run.run_id
-    res = build_report(tmp_path, tmp_path / "outputs/report", tracking_uri=tracking_uri(tmp_path),
+    res = build_report(root, root / "outputs/report", tracking_uri=tracking_uri(root),
                        experiment="rubriclab", ledger_rows=LEDGER, store="calls.sqlite", ui_url="http://ui:9")
     return res, res["path"].read_text(), run_id
+
+
+@pytest.fixture
+def report(tmp_path, monkeypatch):
+    """A project of its own, for a test that adds runs to its store or changes its outputs."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return _report(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def built_report(tmp_path_factory):
+    """The same project and report, built once for the tests that only read them (a new MLflow store is most of
+    the time)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        return _report(tmp_path_factory.mktemp("report"))
 
 
 def _build(res):
@@ -60,8 +74,8 @@ def _build(res):
     return json.loads(text.split("=", 1)[1].rstrip().rstrip(";"))
 
 
-def test_the_page_is_self_contained(report):
-    res, html, _ = report
+def test_the_page_is_self_contained(built_report):
+    res, html, _ = built_report
     assert html.count("<img") == 2  # the two audit scatter plots
     assert re.findall(r'src="(?!data:image/png;base64,)([^"]*)"', html) == ["build.js"]  # only the build facts
     assert "<link" not in html
@@ -113,13 +127,13 @@ def test_markdown_images_never_reach_the_page():
     assert 'src="http' not in html and "evil.example/pixel.png" in html  # shown as text, never loaded
 
 
-def test_raw_html_in_a_stage_summary_is_text(report):
-    _, html, _ = report
+def test_raw_html_in_a_stage_summary_is_text(built_report):
+    _, html, _ = built_report
     assert "&lt;script&gt;alert" in html
 
 
-def test_models_runs_and_banner(report):
-    res, html, run_id = report
+def test_models_runs_and_banner(built_report):
+    res, html, run_id = built_report
     assert res["embedded"] == ["audit@ds"] and 'id="embedded-banner"' in html
     runs = _build(res)["runs"]
     assert runs["audit@ds"]["link"].startswith("http://ui:9/#/experiments/")
@@ -128,15 +142,15 @@ def test_models_runs_and_banner(report):
     assert 'data-run-line="align@demo"' in html and 'data-run="audit@ds"' in html
 
 
-def test_the_ledger_totals_every_row(report):
-    res, html, _ = report
+def test_the_ledger_totals_every_row(built_report):
+    res, html, _ = built_report
     assert 'data-build-html="ledger"' in html.split('id="ledger"')[1]
     ledger = _build(res)["html"]["ledger"]
     assert "audit@ds" in ledger and "TOTAL" in ledger and "cache hits" in ledger
 
 
-def test_scatter_leaves_out_sources_without_values(report):
-    _, html, _ = report
+def test_scatter_leaves_out_sources_without_values(built_report):
+    _, html, _ = built_report
     assert "Not plotted (no value on this axis): empty." in html
 
 
@@ -320,8 +334,8 @@ def test_recorded_publisher_checks_and_plot(recorded_report):
     assert re.findall(r'src="(?!data:image/png;base64,)([^"]*)"', html) == ["build.js"]
 
 
-def test_build_facts_never_carry_a_tracking_credential(report, tmp_path, monkeypatch):
-    res, _, _ = report
+def test_build_facts_never_carry_a_tracking_credential(built_report, tmp_path, monkeypatch):
+    res, _, _ = built_report
     project = res["path"].parents[2]
     monkeypatch.setattr("rubriclab.report._build.stage_runs", lambda *a, **k: {})  # no server to ask here
     out = build_report(project, tmp_path / "cred", tracking_uri="postgresql://ann:s3cr3t-Pa55@db.example:5432/ml",

@@ -24,10 +24,11 @@ from rubriclab.llm._store import (
     CallStore,
     call_key,
     claim_is_stale,
+    endpoint_public,
     public_params,
     store_salt,
 )
-from rubriclab.secrets import REDACTED, merge_params, public_endpoint, redact_text
+from rubriclab.secrets import REDACTED, merge_params, redact_text
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
@@ -111,38 +112,195 @@ class CallResult:
 
 
 class _BatchStats:
-    """Per (role, model) counts of one batch, written to the store when the batch starts and updated as it
-    goes (at most every ``flush_s``), so a killed batch keeps a row marked not completed."""
+    """Per (role, model) counts of one batch. Its rows are written when the batch starts (counts 0, not completed)
+    and then with the batch's other writes (``_Writes``), so a killed batch keeps a row marked not completed."""
 
-    def __init__(self, store: CallStore, stage: str, flush_s: float = 0.5) -> None:
+    def __init__(self, stage: str) -> None:
         self.by_role: dict[tuple[str, str], dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        self.store, self.stage, self.flush_s = store, stage, flush_s
+        self.stage = stage
         self.started = time.time()
-        self._ids: dict[tuple[str, str], int] = {}
-        self._flushed_at = 0.0
+        self.ids: dict[tuple[str, str], int] = {}
+        self.dirty = False
+        self.on_change: Callable[[], None] | None = None  # the writer's timer: a change is written within its flush_s
 
     def add(self, role: RoleSpec, **counts: float) -> None:
         row = self.by_role[(role.name, role.model)]
         for k, v in counts.items():
             row[k] += v
-        if time.monotonic() - self._flushed_at >= self.flush_s or (role.name, role.model) not in self._ids:
-            self.flush(completed=False)
+        self.dirty = True
+        if self.on_change is not None:
+            self.on_change()
 
     def start(self, roles: Sequence[RoleSpec]) -> None:
-        """Write the batch's rows (counts 0, not completed) before any call, one per (role, model): a batch
-        killed before its first result still leaves a row the ledger counts as interrupted."""
+        """One zero row per (role, model), before any call: a batch killed before its first result still leaves
+        a row the ledger counts as interrupted."""
         for role in roles:
             self.by_role[(role.name, role.model)]  # noqa: B018 - the defaultdict creates the zero row
-        self.flush(completed=False)
+        self.dirty = True
 
-    def flush(self, completed: bool) -> None:
-        self._flushed_at = time.monotonic()
-        for (role, model), c in self.by_role.items():
-            self._ids[(role, model)] = self.store.record_batch({
-                "stage": self.stage, "role": role, "model": model, "started_at": self.started,
-                "wall_s": time.time() - self.started, "completed": int(completed),
-                **{k: (float(v) if k == "cost" else int(v)) for k, v in c.items()},
-            }, self._ids.get((role, model)))
+    def rows(self, completed: bool) -> tuple[list[tuple[str, str]], list[tuple[dict[str, Any], int | None]]]:
+        """The batch's rows as ``record_batch`` takes them (``summary``, row id or None for a new row)."""
+        names = list(self.by_role)
+        return names, [({
+            "stage": self.stage, "role": role, "model": model, "started_at": self.started,
+            "wall_s": time.time() - self.started, "completed": int(completed),
+            **{k: (float(v) if k == "cost" else int(v)) for k, v in self.by_role[(role, model)].items()},
+        }, self.ids.get((role, model))) for role, model in names]
+
+    def saved(self, names: list[tuple[str, str]], ids: list[int]) -> None:
+        self.ids.update(zip(names, ids))
+
+    def write(self, store: CallStore, completed: bool) -> None:
+        """The rows alone, in one transaction (the batch's start; an end with no call made)."""
+        names, rows = self.rows(completed)
+        self.saved(names, store.finish_calls([], (), rows))
+        self.dirty = False
+
+
+class _Writes:
+    """The store writes of one batch, grouped: claims taken a slice of keys at a time (``claim``), finished records
+    written with the release of their claims and the batch's ledger rows in one transaction per ``every`` records
+    or ``flush_s`` seconds (``finish``), and the held claims renewed together every CLAIM_RENEW_S (``_renew``).
+
+    Exactly once across processes: a key is called only while this process holds its claim, and the claim is
+    dropped in the transaction that stores the call's record, so a process waiting on the key finds the record.
+    A claim taken ahead (the next keys of the batch, in the order their calls will start) is held, and renewed,
+    like any other until its call's record is written; keys never called are released when the batch ends.
+    A killed process loses the records not yet written (at most ``every`` records or ``flush_s`` seconds of
+    calls): like its calls in flight, they are made again on resume; its claims are stale at once on this host
+    (dead owner) and after CLAIM_LEASE_S elsewhere."""
+
+    def __init__(self, store: CallStore, stats: _BatchStats, order: dict[Any, list[str]], every: int = 64,
+                 flush_s: float = 0.25) -> None:
+        self.store, self.stats, self.every, self.flush_s = store, stats, max(1, every), flush_s
+        # per model endpoint (a concurrency slot), its pending keys in the order their calls will start: a slice
+        # taken ahead holds keys of the model that asked, never those of a slower one another worker could share
+        self.order = {group: list(dict.fromkeys(keys)) for group, keys in order.items()}
+        self.cursor: dict[Any, int] = defaultdict(int)
+        self.asked: set[str] = set()
+        self.ready: dict[str, tuple[str, Any]] = {}  # outcomes of claims taken ahead: ("claimed"|"done", record)
+        self.held: set[str] = set()  # claimed by this batch, not yet released in a committed transaction
+        self.calling: set[str] = set()  # held keys whose call is running (released by their own finish)
+        self.records: list[CallRecord] = []
+        self.release: list[str] = []
+        self.closed = False
+        self.completed = False
+        self.error: BaseException | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._renewer: asyncio.Task | None = None
+        stats.on_change = self.touch
+
+    # -- claims -----------------------------------------------------------------------------------
+    def claim(self, key: str, group: Any, ahead: int) -> tuple[str, Any]:
+        """("claimed", None): make the call; ("done", record): use it; ("held", holder): another owner holds the
+        key; ("free", None): released as we looked, ask again. Takes up to ``ahead`` further keys of ``group`` in
+        the same transaction."""
+        got = self._claim(key, group, ahead)
+        if got[0] == "claimed":
+            self.calling.add(key)
+        return got
+
+    def _claim(self, key: str, group: Any, ahead: int) -> tuple[str, Any]:
+        got = self.ready.pop(key, None)
+        if got is not None:
+            return got
+        if key in self.held:  # ours already (never happens through _fetch, which calls a key once per batch)
+            return "claimed", None
+        keys = [key]
+        self.asked.add(key)
+        order = self.order.get(group, ())
+        while len(keys) <= ahead and self.cursor[group] < len(order) and not self.closed:
+            k = order[self.cursor[group]]
+            self.cursor[group] += 1
+            if k not in self.asked and k not in self.held:
+                self.asked.add(k)
+                keys.append(k)
+        got_claims = self.store.claim_many(keys)
+        self.held.update(got_claims.claimed)
+        if got_claims.claimed and self._renewer is None and not self.closed:
+            self._renewer = asyncio.ensure_future(self._renew())
+        outcome: dict[str, tuple[str, Any]] = {k: ("claimed", None) for k in got_claims.claimed}
+        outcome.update((k, ("done", rec)) for k, rec in got_claims.done.items())
+        for k in keys[1:]:
+            if k in outcome:
+                self.ready[k] = outcome[k]
+            else:  # held elsewhere: its own call asks again when it comes, with fresh news
+                self.asked.discard(k)
+        if key in outcome:
+            return outcome[key]
+        holder = got_claims.held.get(key)
+        return ("held", holder) if holder is not None else ("free", None)
+
+    async def _renew(self) -> None:
+        while True:  # a claim not renewed within CLAIM_LEASE_S is taken over by another worker
+            await asyncio.sleep(CLAIM_RENEW_S)
+            if self.held:
+                try:
+                    self.store.renew_many(sorted(self.held))
+                except Exception:  # noqa: BLE001 - a store busy past its timeout: the lease leaves time to try again
+                    continue
+
+    # -- finished calls ---------------------------------------------------------------------------
+    def finish(self, key: str, record: CallRecord | None) -> None:
+        """The call for our claim on ``key`` ended: store ``record`` (None: no record, e.g. cancelled) and drop the
+        claim, with the next write."""
+        if record is not None:
+            self.records.append(record)
+        self.calling.discard(key)
+        self.release.append(key)
+        if self.closed or len(self.release) >= self.every:
+            self.flush()
+        else:
+            self.touch()
+
+    def touch(self) -> None:
+        """Make sure what is pending is written within ``flush_s``."""
+        if self.closed:
+            if self.stats.dirty:
+                self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.flush_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        try:
+            self.flush()
+        except Exception as exc:  # noqa: BLE001 - kept for close(); the records stay queued for its retry
+            self.error = self.error or exc
+
+    def flush(self, completed: bool = False) -> None:
+        """Write what is pending in one transaction."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not (self.records or self.release or self.stats.dirty):
+            return
+        records, release = self.records, self.release
+        self.records, self.release = [], []
+        names, rows = self.stats.rows(completed or self.completed)
+        self.stats.dirty = False
+        try:
+            ids = self.store.finish_calls(records, release, rows)
+        except BaseException:
+            self.records, self.release = records + self.records, release + self.release
+            self.stats.dirty = True
+            raise
+        self.stats.saved(names, ids)
+        self.held.difference_update(release)
+
+    def close(self, completed: bool) -> None:
+        """End of the batch: stop renewing, release claims taken and never called, write everything pending (the
+        batch row marked ``completed``). Later finishes (a call still ending) are written at once."""
+        self.closed, self.completed = True, completed
+        if self._renewer is not None:
+            self._renewer.cancel()
+        unused = self.held - self.calling - set(self.release)
+        self.release.extend(sorted(unused))
+        self.ready.clear()
+        self.flush(completed)
+        if self.error is not None:
+            error, self.error = self.error, None
+            raise error
 
 
 class Gateway:
@@ -161,6 +319,7 @@ class Gateway:
         self._limiters: dict[tuple[str, str | None], ModelLimiter] = {}
         self._inflight: dict[str, asyncio.Future] = {}  # identical requests in one batch share one call
         self._slots: dict[tuple[str, str | None], asyncio.Semaphore] = {}  # claim only what can run now
+        self._writes: _Writes | None = None  # the running batch's grouped store writes
         self._salt: bytes | None = None
 
     @property
@@ -178,13 +337,16 @@ class Gateway:
     async def arun(self, requests: Sequence[CallRequest], desc: str = "calls") -> list[CallResult]:
         """Run a batch on the current event loop; results come back in request order."""
         self._limiters, self._inflight, self._slots = {}, {}, {}  # asyncio primitives belong to one loop
-        stats = _BatchStats(self.store, self.stage)
+        stats = _BatchStats(self.stage)
+        writes: _Writes | None = None
         if requests:
             stats.start([r.role for r in requests])
+            stats.write(self.store, completed=False)
         results: list[CallResult | None] = [None] * len(requests)
         completed = False
         bar = tqdm(total=len(requests), desc=f"{self.stage}:{desc}", disable=not self.progress or not requests,
                    mininterval=0.5, leave=False)
+        tasks: list[asyncio.Future] = []
         try:
             for role in {id(r.role): r.role for r in requests}.values():
                 role.private_params()  # an unset os.environ/NAME stops the batch before any call, naming the field
@@ -205,6 +367,14 @@ class Gateway:
             self.spend.check([requests[i] for i in pending], desc)  # past llm.budget: stop before sending
             if self.prefix_schedule:
                 pending = prefix_order(requests, pending)
+            # a group of records is as large as what runs at once: a model called one at a time (in-process, or
+            # concurrency 1) has each record written as it ends, so a fault that kills the process loses only its call
+            every = max([self._slot_size(requests[i].role) for i in pending] or [1])
+            order: dict[Any, list[str]] = defaultdict(list)
+            for i in pending:
+                if keys[i] not in cached:
+                    order[_group(requests[i].role)].append(keys[i])
+            writes = self._writes = _Writes(self.store, stats, order, every=min(256, every))
 
             async def one(i: int) -> None:
                 res = results[i] = await self._resolve(requests[i], stats, keys[i], cached.get(keys[i]))
@@ -213,11 +383,23 @@ class Gateway:
                     bar.set_postfix_str(self.spend.running(), refresh=False)
                 bar.update(1)
 
-            await asyncio.gather(*(one(i) for i in pending))
+            tasks = [asyncio.ensure_future(one(i)) for i in pending]
+            await asyncio.gather(*tasks)
             completed = True
         finally:
             bar.close()
-            stats.flush(completed)
+            try:  # a failed or cancelled batch stops its other calls (each releases its claim); what finished is kept
+                inflight = [t for t in [*tasks, *self._inflight.values()] if not t.done()]
+                for t in inflight:
+                    t.cancel()
+                if inflight:
+                    await asyncio.gather(*inflight, return_exceptions=True)
+            finally:
+                self._writes = None
+                if writes is not None:
+                    writes.close(completed)
+                elif requests:
+                    stats.write(self.store, completed)
         return results  # type: ignore[return-value]
 
     # -- internals --------------------------------------------------------------------------
@@ -274,47 +456,44 @@ class Gateway:
                             key: str) -> tuple[CallRecord, bool]:
         """Call the provider only while holding the store's claim on ``key``; when another process holds it,
         wait for its record instead (processes sharing a store make each unique call once). A claim is taken
-        only when a concurrency slot is free, so workers sharing a batch split it instead of one claiming it
-        all. A claim whose owner died (SIGKILL) or stopped renewing it is taken over."""
+        when a concurrency slot is free, with the claims of the next keys of the batch (a slice as large as the
+        model's concurrency, one transaction), so workers sharing a batch split it instead of one claiming it all.
+        A claim whose owner died (SIGKILL) or stopped renewing it is taken over. The record is written, and the
+        claim dropped, with the batch's next grouped write (``_Writes``)."""
+        writes = self._writes
+        assert writes is not None, "_claimed_call runs inside arun"
         wait = 0.05
         while True:
             async with self._slot(req.role):
-                if self.store.claim(key):
-                    heartbeat = asyncio.ensure_future(self._renew_claim(key))
+                state, got = writes.claim(key, _group(req.role), ahead=self._slot_size(req.role) - 1)
+                if state == "done":  # made by another process since our batch began
+                    return got, False
+                if state == "claimed":
+                    rec: CallRecord | None = None
                     try:
-                        rec = self.store.get_ok([key]).get(key)  # made by another process since our batch began
-                        if rec is not None:
-                            return rec, False
-                        return await self._call(req, attempt, messages, key), True
+                        rec = await self._call(req, attempt, messages, key)
                     finally:
-                        heartbeat.cancel()
-                        self.store.release(key)
-            rec = self.store.get_ok([key]).get(key)
-            if rec is not None:
-                return rec, False
-            holder = self.store.claim_holder(key)
-            if holder is not None and claim_is_stale(holder):
-                self.store.release(key, holder)
-                continue
-            if holder is None:
-                continue  # released without an ok record (it failed): try ourselves
-            await asyncio.sleep(wait)
-            wait = min(1.0, wait * 1.5)
+                        writes.finish(key, rec)
+                    return rec, True
+            if state == "held":
+                if claim_is_stale(got):
+                    self.store.release(key, got)
+                    continue
+                await asyncio.sleep(wait)
+                wait = min(1.0, wait * 1.5)
+            # "free": released without an ok record (it failed) as we looked: try ourselves
+
+    def _slot_size(self, role: RoleSpec) -> int:
+        # an in-process model decodes one call at a time; more in flight would only race for its lock and break the
+        # prefix order (calls sharing a prompt prefix back to back)
+        return 1 if self.prefix_schedule and shares_kv_state(role.model) else max(1, role.concurrency)
 
     def _slot(self, role: RoleSpec) -> asyncio.Semaphore:
-        key = (role.model, role.api_base)
+        key = _group(role)
         slot = self._slots.get(key)
         if slot is None:
-            # an in-process model decodes one call at a time; more in flight would only race for its lock and
-            # break the prefix order (calls sharing a prompt prefix back to back)
-            size = 1 if self.prefix_schedule and shares_kv_state(role.model) else max(1, role.concurrency)
-            slot = self._slots[key] = asyncio.Semaphore(size)
+            slot = self._slots[key] = asyncio.Semaphore(self._slot_size(role))
         return slot
-
-    async def _renew_claim(self, key: str) -> None:
-        while True:  # a claim not renewed within CLAIM_LEASE_S is taken over by another worker
-            await asyncio.sleep(CLAIM_RENEW_S)
-            self.store.renew(key)
 
     def _from_record(self, req: CallRequest, rec: CallRecord, cached: bool) -> CallResult:
         res = CallResult(request=req, ok=rec.status == "ok", text=rec.text, error=rec.error, cached=cached,
@@ -368,8 +547,7 @@ class Gateway:
                 rec = _record_from_response(resp, req, messages, params, key, attempt, self.stage,
                                             time.perf_counter() - t0, retries)
                 used = rec.prompt_tokens + rec.completion_tokens
-                self.store.put(rec)
-                return rec
+                return rec  # written, with the release of its claim, by the batch's next grouped write
             except Exception as exc:  # noqa: BLE001 - classified below; nothing escapes unrecorded
                 if not is_retryable(exc) or retries >= role.max_retries:
                     rec = CallRecord(key=key, model=role.model, role=role.name, stage=self.stage,
@@ -377,7 +555,6 @@ class Gateway:
                                      error=_describe(exc, secrets), latency_s=time.perf_counter() - t0,
                                      retries=retries,
                                      request=_stored_request(role, messages, params))
-                    self.store.put(rec)
                     return rec
                 delay = retry_after_seconds(exc)
                 if delay is None:
@@ -389,12 +566,17 @@ class Gateway:
             await asyncio.sleep(delay)
 
 
+def _group(role: RoleSpec) -> tuple[str, str | None]:
+    """A model endpoint: the calls that share a concurrency slot (and a limiter)."""
+    return role.model, role.api_base
+
+
 def _stored_request(role: RoleSpec, messages: list[dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
     """What the store keeps of a request: messages, the allow-listed params, the endpoint without credentials,
     and the names (only) of the private fields that were sent too."""
     out: dict[str, Any] = {"messages": messages, "params": public_params(params)}
     if role.api_base:
-        out["endpoint"] = public_endpoint(role.endpoint)
+        out["endpoint"] = endpoint_public(role.endpoint)
     unstored = role.unstored_names() if role.extra else []
     if unstored:
         out["sent_not_stored"] = unstored

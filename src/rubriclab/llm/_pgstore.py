@@ -11,6 +11,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from rubriclab._owner import HOST, process_owner
@@ -18,6 +19,7 @@ from rubriclab.errors import ConfigError, MissingDependencyError
 from rubriclab.llm._store import (
     BATCH_COLUMNS,
     CallRecord,
+    Claims,
     assemble_ledger,
     embed_key,
     record_row,
@@ -96,12 +98,17 @@ class PostgresCallStore:
 
     # -- calls ---------------------------------------------------------------------------------
     def get_ok(self, keys: list[str]) -> dict[str, CallRecord]:
+        with self._lock:
+            return self._get_ok(keys)
+
+    def _get_ok(self, keys: Sequence[str]) -> dict[str, CallRecord]:
         out: dict[str, CallRecord] = {}
+        keys = list(keys)
         for start in range(0, len(keys), 1000):
-            rows = self._all(
+            rows = self._db.execute(
                 "SELECT key, model, role, stage, sample_index, attempt, status, text, extra, prompt_tokens,"
                 " completion_tokens, cost, latency_s, retries, error FROM calls WHERE status='ok' AND key = ANY(%s)",
-                (keys[start : start + 1000],))
+                (keys[start : start + 1000],)).fetchall()
             for r in rows:
                 out[r[0]] = CallRecord(
                     key=r[0], model=r[1], role=r[2], stage=r[3], sample_index=r[4], attempt=r[5], status=r[6],
@@ -109,23 +116,42 @@ class PostgresCallStore:
                     cost=r[11], latency_s=r[12], retries=r[13], error=r[14])
         return out
 
-    def put(self, record: CallRecord) -> None:
-        # an ok row is never replaced by a later error for the same key
-        self._run(
-            "INSERT INTO calls VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (key) DO UPDATE"
+    # an ok row is never replaced by a later error for the same key
+    _PUT = ("INSERT INTO calls VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s) ON CONFLICT (key) DO UPDATE"
             " SET status=excluded.status, text=excluded.text, extra=excluded.extra,"
             " prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens, cost=excluded.cost,"
             " latency_s=excluded.latency_s, retries=excluded.retries, error=excluded.error,"
-            " created_at=excluded.created_at WHERE calls.status <> 'ok'", record_row(record))
+            " created_at=excluded.created_at WHERE calls.status <> 'ok'")
+
+    def put(self, record: CallRecord) -> None:
+        self._run(self._PUT, record_row(record))
+
+    def finish_calls(self, records: Sequence[CallRecord], release: Sequence[str] = (),
+                     batches: Sequence[tuple[dict[str, Any], int | None]] = ()) -> list[int]:
+        """One transaction: ``records`` stored, our claims on ``release`` dropped, the batch summaries written
+        (their row ids returned); see ``SQLiteCallStore.finish_calls``."""
+        rows = sorted((record_row(r) for r in records), key=lambda row: row[0])  # one lock order for every writer
+        with self._lock, self._db.transaction(), self._db.cursor() as cur:
+            if rows:
+                cur.executemany(self._PUT, rows)
+            if release:
+                cur.execute("DELETE FROM claims WHERE owner=%s AND key = ANY(%s)",
+                            (process_owner(), sorted(set(release))))
+            return [self._record_batch(summary, batch_id) for summary, batch_id in batches]
 
     # -- ledger ----------------------------------------------------------------------------------
     def record_batch(self, summary: dict[str, Any], batch_id: int | None = None) -> int:
+        with self._lock:
+            return self._record_batch(summary, batch_id)
+
+    def _record_batch(self, summary: dict[str, Any], batch_id: int | None) -> int:
         values = [summary.get(c, 0) for c in BATCH_COLUMNS]
         if batch_id is None:
-            rows = self._all(f"INSERT INTO batches ({','.join(BATCH_COLUMNS)}) VALUES "
-                             f"({','.join(['%s'] * len(BATCH_COLUMNS))}) RETURNING id", values)
+            rows = self._db.execute(f"INSERT INTO batches ({','.join(BATCH_COLUMNS)}) VALUES "
+                                    f"({','.join(['%s'] * len(BATCH_COLUMNS))}) RETURNING id", values).fetchall()
             return int(rows[0][0])
-        self._run(f"UPDATE batches SET {','.join(c + '=%s' for c in BATCH_COLUMNS)} WHERE id=%s", [*values, batch_id])
+        self._db.execute(f"UPDATE batches SET {','.join(c + '=%s' for c in BATCH_COLUMNS)} WHERE id=%s",
+                         [*values, batch_id])
         return batch_id
 
     def record_retry(self, key: str, stage: str, role: str, model: str, reason: str) -> None:
@@ -147,8 +173,43 @@ class PostgresCallStore:
         return self._run("INSERT INTO claims VALUES (%s,%s,%s,%s,%s) ON CONFLICT (key) DO NOTHING",
                          (key, process_owner(), HOST, os.getpid(), time.time())) == 1
 
+    def claim_many(self, keys: Sequence[str]) -> Claims:
+        """``claim`` for each of ``keys`` in one transaction, then the ok records of all of them (a claim taken on a
+        key that has one is dropped again) and the holders of the others. The keys are inserted in sorted order, so
+        two workers claiming overlapping slices wait on each other's rows in one order (no deadlock). Under READ
+        COMMITTED the record read is a later statement than the insert: a record committed (with its claim's
+        release) by the owner we waited on is seen."""
+        out = Claims()
+        keys = sorted(set(keys))
+        if not keys:
+            return out
+        owner = process_owner()
+        with self._lock, self._db.transaction():
+            claimed = [k for (k,) in self._db.execute(
+                "INSERT INTO claims (key, owner, host, pid, claimed_at) SELECT k, %s, %s, %s, %s"
+                " FROM unnest(%s::text[]) WITH ORDINALITY AS t(k, i) ORDER BY i ON CONFLICT (key) DO NOTHING"
+                " RETURNING key", (owner, HOST, os.getpid(), time.time(), keys)).fetchall()]
+            out.done = self._get_ok(keys)
+            made = [k for k in claimed if k in out.done]  # finished by another worker since our batch began
+            if made:
+                self._db.execute("DELETE FROM claims WHERE owner=%s AND key = ANY(%s)", (owner, made))
+            out.claimed = sorted(k for k in claimed if k not in out.done)
+            taken = set(claimed)
+            others = [k for k in keys if k not in taken and k not in out.done]
+            if others:
+                for k, *holder in self._db.execute(
+                        "SELECT key, owner, host, pid, claimed_at FROM claims WHERE key = ANY(%s)", (others,)):
+                    out.held[k] = dict(zip(("owner", "host", "pid", "claimed_at"), holder))
+        return out
+
     def renew(self, key: str) -> None:
         self._run("UPDATE claims SET claimed_at=%s WHERE key=%s AND owner=%s", (time.time(), key, process_owner()))
+
+    def renew_many(self, keys: Sequence[str]) -> None:
+        """``renew`` for each of ``keys``, in one statement."""
+        if keys:
+            self._run("UPDATE claims SET claimed_at=%s WHERE owner=%s AND key = ANY(%s)",
+                      (time.time(), process_owner(), sorted(set(keys))))
 
     def claim_holder(self, key: str) -> dict[str, Any] | None:
         rows = self._all("SELECT owner, host, pid, claimed_at FROM claims WHERE key=%s", (key,))

@@ -7,12 +7,14 @@ Backends sit behind ``open_store`` so a PostgreSQL store can join without touchi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import sqlite3
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -36,7 +38,7 @@ def call_key(model: str, messages: list[dict], params: dict[str, Any], sample_in
         "sample": sample_index,
         "attempt": attempt,
     }
-    where = public_endpoint(endpoint)
+    where = endpoint_public(endpoint)
     if where:
         payload["endpoint"] = where
     if sealed:
@@ -47,8 +49,25 @@ def call_key(model: str, messages: list[dict], params: dict[str, Any], sample_in
 
 def public_params(params: dict[str, Any]) -> dict[str, Any]:
     """Params safe to key, store and log: the allow-listed decoding parameters (``rubriclab.secrets.PUBLIC_PARAMS``,
-    top level and in ``extra_body``), without secret-looking entries at any depth."""
-    return scrub(public_request_params(params))
+    top level and in ``extra_body``), without secret-looking entries at any depth. Computed once per distinct
+    params (by ``repr``: a batch's requests share a handful) and handed out as a fresh top-level dict."""
+    memo = repr(params)
+    out = _PUBLIC_PARAMS.get(memo)
+    if out is None:
+        out = scrub(public_request_params(params))
+        if len(_PUBLIC_PARAMS) >= 4096:
+            _PUBLIC_PARAMS.clear()
+        _PUBLIC_PARAMS[memo] = out
+    return dict(out)
+
+
+_PUBLIC_PARAMS: dict[str, dict[str, Any]] = {}
+
+
+@functools.lru_cache(maxsize=256)
+def endpoint_public(endpoint: str | None) -> str | None:
+    """``rubriclab.secrets.public_endpoint``, computed once per endpoint."""
+    return public_endpoint(endpoint)
 
 
 _PROCESS_SALT = os.urandom(16)
@@ -82,8 +101,24 @@ class CallRecord:
     created_at: float = field(default_factory=time.time)
 
 
+@dataclass
+class Claims:
+    """What one ``claim_many`` transaction found, per key asked: ``claimed`` (ours now, and no ok record exists:
+    make the call), ``done`` (an ok record exists: use it; a claim we took on such a key was dropped in the same
+    transaction) or ``held`` (another owner holds the claim: its holder row). A key in none of them was released
+    by its holder between our insert and our read: ask again."""
+
+    claimed: list[str] = field(default_factory=list)
+    done: dict[str, CallRecord] = field(default_factory=dict)
+    held: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
 class CallStore(Protocol):
-    """What the gateway needs from a store backend."""
+    """What the gateway needs from a store backend.
+
+    The gateway writes through the batch methods: ``claim_many`` (a slice of keys claimed in one transaction),
+    ``finish_calls`` (finished records, the release of their claims and the batch's ledger rows in one
+    transaction) and ``renew_many``; the one-key methods are the same operations one at a time."""
 
     def get_ok(self, keys: list[str]) -> dict[str, CallRecord]: ...
     def key_salt(self) -> bytes: ...  # optional: see ``store_salt``
@@ -91,9 +126,13 @@ class CallStore(Protocol):
     def record_batch(self, summary: dict[str, Any], batch_id: int | None = None) -> int: ...
     def record_retry(self, key: str, stage: str, role: str, model: str, reason: str) -> None: ...
     def claim(self, key: str) -> bool: ...
+    def claim_many(self, keys: Sequence[str]) -> Claims: ...
     def claim_holder(self, key: str) -> dict[str, Any] | None: ...
     def renew(self, key: str) -> None: ...
+    def renew_many(self, keys: Sequence[str]) -> None: ...
     def release(self, key: str, holder: dict[str, Any] | None = None) -> None: ...
+    def finish_calls(self, records: Sequence[CallRecord], release: Sequence[str] = (),
+                     batches: Sequence[tuple[dict[str, Any], int | None]] = ()) -> list[int]: ...
     def ledger(self) -> list[dict[str, Any]]: ...
     def get_embeddings(self, model: str, texts: list[str]) -> dict[str, list[float]]: ...
     def put_embeddings(self, model: str, vectors: dict[str, list[float]]) -> None: ...
@@ -137,7 +176,8 @@ def claim_is_stale(holder: dict[str, Any], now: float | None = None) -> bool:
 
 
 class SQLiteCallStore:
-    """SQLite backend (one machine). WAL mode: a killed writer loses at most the call in flight."""
+    """SQLite backend (one machine). WAL mode: a killed writer loses no committed transaction (the gateway commits
+    finished calls in groups: a killed gateway loses its calls in flight and those not yet written)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -173,50 +213,70 @@ class SQLiteCallStore:
         return self._salt
 
     def get_ok(self, keys: list[str]) -> dict[str, CallRecord]:
-        out: dict[str, CallRecord] = {}
         with self._lock:
-            for start in range(0, len(keys), 500):
-                chunk = keys[start : start + 500]
-                marks = ",".join("?" * len(chunk))
-                rows = self._db.execute(
-                    f"SELECT key, model, role, stage, sample_index, attempt, status, text, extra, prompt_tokens,"
-                    f" completion_tokens, cost, latency_s, retries, error FROM calls"
-                    f" WHERE status='ok' AND key IN ({marks})",
-                    chunk,
-                ).fetchall()
-                for r in rows:
-                    out[r[0]] = CallRecord(
-                        key=r[0], model=r[1], role=r[2], stage=r[3], sample_index=r[4], attempt=r[5],
-                        status=r[6], text=r[7], extra=json.loads(r[8] or "{}"), prompt_tokens=r[9],
-                        completion_tokens=r[10], cost=r[11], latency_s=r[12], retries=r[13], error=r[14],
-                    )
+            return self._get_ok(keys)
+
+    def _get_ok(self, keys: Sequence[str]) -> dict[str, CallRecord]:
+        out: dict[str, CallRecord] = {}
+        for chunk in _chunks(keys, 500):
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(
+                f"SELECT key, model, role, stage, sample_index, attempt, status, text, extra, prompt_tokens,"
+                f" completion_tokens, cost, latency_s, retries, error FROM calls"
+                f" WHERE status='ok' AND key IN ({marks})",
+                chunk,
+            ).fetchall()
+            for r in rows:
+                out[r[0]] = CallRecord(
+                    key=r[0], model=r[1], role=r[2], stage=r[3], sample_index=r[4], attempt=r[5],
+                    status=r[6], text=r[7], extra=json.loads(r[8] or "{}"), prompt_tokens=r[9],
+                    completion_tokens=r[10], cost=r[11], latency_s=r[12], retries=r[13], error=r[14],
+                )
         return out
+
+    # an ok row is never replaced by a later error for the same key
+    _PUT = ("INSERT INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO UPDATE SET"
+            " status=excluded.status, text=excluded.text, extra=excluded.extra,"
+            " prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens,"
+            " cost=excluded.cost, latency_s=excluded.latency_s, retries=excluded.retries,"
+            " error=excluded.error, created_at=excluded.created_at WHERE calls.status != 'ok'")
 
     def put(self, record: CallRecord) -> None:
         row = record_row(record)
         with self._lock:
-            # an ok row is never replaced by a later error for the same key
-            self._db.execute(
-                "INSERT INTO calls VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT(key) DO UPDATE SET"
-                " status=excluded.status, text=excluded.text, extra=excluded.extra,"
-                " prompt_tokens=excluded.prompt_tokens, completion_tokens=excluded.completion_tokens,"
-                " cost=excluded.cost, latency_s=excluded.latency_s, retries=excluded.retries,"
-                " error=excluded.error, created_at=excluded.created_at WHERE calls.status != 'ok'",
-                row,
-            )
+            self._db.execute(self._PUT, row)
 
     def record_batch(self, summary: dict[str, Any], batch_id: int | None = None) -> int:
         """Insert a batch summary, or update row ``batch_id`` in place (a batch is written when it starts and
         updated as it goes, so a killed batch keeps its row, marked not completed). Returns the row id."""
+        with self._lock:
+            return self._record_batch(summary, batch_id)
+
+    def _record_batch(self, summary: dict[str, Any], batch_id: int | None) -> int:
         cols = BATCH_COLUMNS
         values = [summary.get(c, 0) for c in cols]
-        with self._lock:
-            if batch_id is None:
-                cur = self._db.execute(
-                    f"INSERT INTO batches ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})", values)
-                return int(cur.lastrowid)
-            self._db.execute(f"UPDATE batches SET {','.join(c + '=?' for c in cols)} WHERE id=?", [*values, batch_id])
-            return batch_id
+        if batch_id is None:
+            cur = self._db.execute(f"INSERT INTO batches ({','.join(cols)}) VALUES ({','.join('?' * len(cols))})",
+                                   values)
+            return int(cur.lastrowid)
+        self._db.execute(f"UPDATE batches SET {','.join(c + '=?' for c in cols)} WHERE id=?", [*values, batch_id])
+        return batch_id
+
+    def finish_calls(self, records: Sequence[CallRecord], release: Sequence[str] = (),
+                     batches: Sequence[tuple[dict[str, Any], int | None]] = ()) -> list[int]:
+        """One transaction: store ``records`` (as ``put``), drop our claims on ``release`` (the records' keys, and
+        keys claimed but not called) and write the batch summaries ``batches`` (as ``record_batch``; their row ids
+        are returned). A claim is never dropped before its call's record is visible: another process waiting on
+        the key then reads the record, never makes the call again."""
+        rows = [record_row(r) for r in records]
+        owner = process_owner()
+        with self._lock, _transaction(self._db):
+            if rows:
+                self._db.executemany(self._PUT, rows)
+            for chunk in _chunks(sorted(set(release)), 500):
+                self._db.execute(f"DELETE FROM claims WHERE owner=? AND key IN ({','.join('?' * len(chunk))})",
+                                 [owner, *chunk])
+            return [self._record_batch(summary, batch_id) for summary, batch_id in batches]
 
     def record_retry(self, key: str, stage: str, role: str, model: str, reason: str) -> None:
         with self._lock:
@@ -231,10 +291,44 @@ class SQLiteCallStore:
                                    (key, process_owner(), HOST, os.getpid(), time.time()))
             return cur.rowcount == 1
 
+    def claim_many(self, keys: Sequence[str]) -> Claims:
+        """``claim`` for each of ``keys`` in one transaction, then, in it, the ok records of all of them (a claim
+        taken on a key that has one is dropped again) and the holders of those another owner holds."""
+        out = Claims()
+        keys = sorted(set(keys))
+        if not keys:
+            return out
+        row = (process_owner(), HOST, os.getpid(), time.time())
+        with self._lock, _transaction(self._db):
+            claimed = [k for k in keys
+                       if self._db.execute("INSERT OR IGNORE INTO claims VALUES (?,?,?,?,?)", (k, *row)).rowcount == 1]
+            out.done = self._get_ok(keys)
+            made = [k for k in claimed if k in out.done]  # finished by another process since our batch began
+            for chunk in _chunks(made, 500):
+                self._db.execute(f"DELETE FROM claims WHERE owner=? AND key IN ({','.join('?' * len(chunk))})",
+                                 [row[0], *chunk])
+            out.claimed = [k for k in claimed if k not in out.done]
+            taken = set(claimed)
+            others = [k for k in keys if k not in taken and k not in out.done]
+            for chunk in _chunks(others, 500):
+                for k, *holder in self._db.execute(
+                        f"SELECT key, owner, host, pid, claimed_at FROM claims WHERE key IN ({','.join('?' * len(chunk))})",
+                        chunk):
+                    out.held[k] = dict(zip(("owner", "host", "pid", "claimed_at"), holder))
+        return out
+
     def renew(self, key: str) -> None:
         """Keep our claim on ``key`` fresh while its call runs (a claim not renewed for CLAIM_LEASE_S is taken over)."""
         with self._lock:
             self._db.execute("UPDATE claims SET claimed_at=? WHERE key=? AND owner=?", (time.time(), key, process_owner()))
+
+    def renew_many(self, keys: Sequence[str]) -> None:
+        """``renew`` for each of ``keys``, in one transaction."""
+        now, owner = time.time(), process_owner()
+        with self._lock, _transaction(self._db):
+            for chunk in _chunks(sorted(set(keys)), 500):
+                self._db.execute(f"UPDATE claims SET claimed_at=? WHERE owner=? AND key IN ({','.join('?' * len(chunk))})",
+                                 [now, owner, *chunk])
 
     def claim_holder(self, key: str) -> dict[str, Any] | None:
         with self._lock:
@@ -286,6 +380,25 @@ class SQLiteCallStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+class _transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` on an autocommit SQLite connection (ROLLBACK on an exception): one write
+    transaction, holding the database's write lock from its start (no upgrade deadlock between two writers)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.db.execute("BEGIN IMMEDIATE")
+        return self.db
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self.db.execute("ROLLBACK" if exc_type is not None else "COMMIT")
+
+
+def _chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def embed_key(model: str, text: str) -> str:

@@ -33,7 +33,7 @@ def bh_adjust(pvalues: Any) -> np.ndarray | pd.Series:
     finite = ~np.isnan(p)
     bad = finite & ((p < 0) | (p > 1))
     if bad.any():
-        raise InputError(f"contains {int(bad.sum())} value(s) outside [0, 1], e.g. {p[bad][0]!r}",
+        raise InputError(f"contains {int(bad.sum())} value(s) outside [0, 1], e.g. {float(p[bad][0])!r}",
                          field="pvalues", expected="p-values in [0, 1] (NaN allowed)")
     adjusted = np.full(p.shape, np.nan)
     if finite.any():

@@ -445,17 +445,27 @@ def repro(root: str | Path, *, timeout: float = 600, targets: Iterable[str] = ()
 def clean_reference(workdir: str | Path, **project: Any) -> dict[str, Any]:
     """The project run once, whole, against a fault-free server: its output snapshot, server requests (chat and
     embeddings), good answers, ledger totals and wall time. Cached in ``workdir`` (``reference.json``), so the
-    tests of one session that compare against it share one run."""
+    tests of one session that compare against it share one run: in a folder every xdist worker sees
+    (:func:`rubriclab.testing.session_dir`), the workers share it too; a lock beside ``workdir`` makes the others
+    wait for the one that runs it."""
+    import fcntl
     import shutil
 
+    workdir = Path(workdir)
+    workdir.parent.mkdir(parents=True, exist_ok=True)
+    with open(workdir.parent / f".{workdir.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when this process dies
+        done = workdir / "reference.json"
+        if done.exists():
+            return json.loads(done.read_text(encoding="utf-8"))
+        if workdir.exists():
+            shutil.rmtree(workdir)
+        return _clean_reference(workdir, done, **project)
+
+
+def _clean_reference(workdir: Path, done: Path, **project: Any) -> dict[str, Any]:
     from rubriclab.testing._fake_server import FakeOpenAIServer
 
-    workdir = Path(workdir)
-    done = workdir / "reference.json"
-    if done.exists():
-        return json.loads(done.read_text(encoding="utf-8"))
-    if workdir.exists():
-        shutil.rmtree(workdir)
     with FakeOpenAIServer(responder=reliability_responder) as server:
         root = reliability_project(workdir / "project", server.url, **project)
         t0 = time.monotonic()

@@ -1,0 +1,41 @@
+"""$RUBRICLAB_THREADS sets the embedded chat model's CPU threads (test workers and jobs sharing a machine)."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from rubriclab.llm._local import LocalProvider, local_threads
+
+
+def test_unset_means_every_core(monkeypatch):
+    monkeypatch.delenv("RUBRICLAB_THREADS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 7)
+    assert local_threads() == 7
+
+
+@pytest.mark.parametrize("raw", ["0", "-1", "two", "1.5"])
+def test_a_bad_value_names_the_variable_and_what_it_expects(monkeypatch, raw):
+    monkeypatch.setenv("RUBRICLAB_THREADS", raw)
+    with pytest.raises(ValueError, match=r"\$RUBRICLAB_THREADS: got .*expected an integer >= 1"):
+        local_threads()
+
+
+def test_the_chat_model_is_loaded_with_that_many_threads(monkeypatch):
+    seen = {}
+
+    class Llama:
+        def __init__(self, **kwargs):
+            seen.update(kwargs)
+
+    monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=Llama))
+    monkeypatch.setattr("rubriclab.llm._local.guard_prefix_reuse", lambda llm: llm)
+    monkeypatch.setenv("RUBRICLAB_THREADS", "3")
+    provider = LocalProvider()
+    try:
+        provider.chat_model("smollm2-135m")
+    finally:
+        provider.close()
+    assert seen["n_threads"] == 3
