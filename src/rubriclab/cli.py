@@ -66,7 +66,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from rubriclab.stages.repair import run_repair_stage
 
     params, project = _load(args)
-    dataset = args.dataset or (params.get("discover") or {}).get("datasets", [None])[0]
+    dataset = args.dataset or next(iter(params.discover.datasets), None)
     if not dataset:
         print("rubriclab repair: error: --dataset is required (no discover.datasets in params.yaml)", file=sys.stderr)
         return 2
@@ -143,7 +143,7 @@ def cmd_drift_search(args: argparse.Namespace) -> int:
     from rubriclab.stages.drift import run_drift_stage
 
     params, project = _load(args)
-    setting = args.setting or ((params.get("drift") or {}).get("settings") or [None])[0]
+    setting = args.setting or next(iter(params.drift.settings), None)
     if not setting:
         print("rubriclab drift search: error: --setting is required (no drift.settings in params.yaml)",
               file=sys.stderr)
@@ -160,7 +160,7 @@ def cmd_align(args: argparse.Namespace) -> int:
     from rubriclab.stages.align import run_align_stage
 
     params, project = _load(args)
-    setting = args.setting or ((params.get("align") or {}).get("settings") or [None])[0]
+    setting = args.setting or next(iter(params.align.settings), None)
     if not setting:
         print(f"rubriclab align {args.action}: error: --setting is required (no align.settings in params.yaml)",
               file=sys.stderr)
@@ -189,7 +189,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from rubriclab import ui
 
     params, project = _load(args)
-    cmd = ui.ui_command(project, (params.get("tracking") or {}).get("experiment", "rubriclab"), host=args.host,
+    cmd = ui.ui_command(project, params.tracking.experiment, host=args.host,
                         port=args.port)
     if cmd["experiment_id"] is None:
         print("rubriclab ui: no stage has logged a run yet; the UI opens empty (run `dvc repro` first)",
@@ -222,6 +222,7 @@ def cmd_recorded(args: argparse.Namespace) -> int:
     from rubriclab.stages.recorded import run_recorded_stage, summary_lines
 
     params, project = _load(args)
+    params = params.given()  # an ad-hoc --path source is added to what the file says
     gate = args.name == "gate"
     name = args.source if gate else args.name
     if not gate and args.source:

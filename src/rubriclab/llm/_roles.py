@@ -144,6 +144,9 @@ def role_from_dict(name: str, spec: dict[str, Any] | str, defaults: dict[str, An
 
 def roles_from_params(params: dict[str, Any]) -> dict[str, RoleSpec | list[RoleSpec]]:
     """All roles under ``llm.roles`` (with ``llm.defaults`` applied)."""
+    from rubriclab._params_schema import given
+
+    params = given(params)
     llm = params.get("llm") or {}
     roles = llm.get("roles") or {}
     defaults = llm.get("defaults") or {}
