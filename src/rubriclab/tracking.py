@@ -318,6 +318,8 @@ def stage_run(
     """
     from mlflow import MlflowClient
 
+    if hasattr(params, "effective"):  # a typed Params: every effective value, defaults included
+        params = params.effective()
     project_dir = Path(project_dir)
     uri = tracking_uri(project_dir)
     client = MlflowClient(tracking_uri=uri)
