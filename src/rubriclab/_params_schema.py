@@ -693,6 +693,15 @@ class Params(Section):
         return {k: v for k, v in out.items() if sections is None or k in sections}
 
 
+# the sections each stage reads (dvc.yaml lists the same under `params:`), for `rubriclab params STAGE`
+STAGE_SECTIONS: dict[str, tuple[str, ...]] = {
+    "data": ("data", "tracking"), "discover": ("discover", "llm", "data", "tracking"),
+    "audit": ("audit", "llm", "data", "tracking"), "repair": ("repair", "audit", "llm", "data", "tracking"),
+    "drift": ("drift", "llm", "data", "tracking"), "align": ("align", "llm", "data", "tracking"),
+    "probe": ("probe", "llm", "data", "tracking"), "recorded": ("recorded", "llm", "data", "drift", "tracking"),
+    "report": ("report", "llm", "tracking")}
+
+
 def given(params: Any) -> dict[str, Any]:
     """The plain dict of ``params`` (a Params or a mapping) as spelled out, for code reading dicts."""
     return params.given() if isinstance(params, Params) else params

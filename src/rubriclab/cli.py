@@ -302,6 +302,23 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return run_doctor(params, project, check_embedded=not args.skip_embedded)
 
 
+def cmd_params(args: argparse.Namespace) -> int:
+    import yaml
+
+    from rubriclab._params_schema import STAGE_SECTIONS
+
+    if args.stage and args.stage not in STAGE_SECTIONS:
+        print(f"rubriclab params: error: unknown stage {args.stage!r}; expected one of "
+              f"{', '.join(STAGE_SECTIONS)}", file=sys.stderr)
+        return 2
+    params, _ = _load(args)
+    sections = STAGE_SECTIONS[args.stage] if args.stage else None
+    effective = params.effective(sections)
+    print(json.dumps(effective, indent=2, default=str) if args.json
+          else yaml.safe_dump(effective, sort_keys=False, allow_unicode=True), end="")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rubriclab",
@@ -534,6 +551,13 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--skip-embedded", action="store_true", help="do not load the embedded models")
     p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("params", help="the effective settings (params.yaml with every default filled in) of a stage")
+    _common(p)
+    p.add_argument("stage", nargs="?", help="only the sections this stage reads (data, discover, audit, repair, "
+                   "drift, align, probe, recorded, report)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_params)
     return parser
 
 

@@ -199,7 +199,7 @@ def adapter_dir(ctx: dict[str, Any], rubric: str, regime: str) -> Path:
 
 def run_train(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
     require_align()
-    settings = DPOSettings.from_params(ctx["cfg"].get("dpo"), seed=ctx["seed"])
+    settings = DPOSettings.of(ctx["align"].dpo, ctx["seed"])
     source = policy_source(ctx["policy"].model, ctx["cache_dir"])
     out = ctx["out"] / "training"
     out.mkdir(parents=True, exist_ok=True)

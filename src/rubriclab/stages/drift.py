@@ -106,7 +106,7 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
     and ``metrics/drift/<setting>.json`` (an ad-hoc run with ``out_dir`` writes only that folder)."""
     p, params = Params.of(params), given(params)
     cfg = dict(params.get("drift") or {})
-    settings = DriftSettings.from_params(cfg, data_seed=p.data.seed)
+    settings = DriftSettings.of(p.drift, p.data.seed)
     data = load_data(project, setting, cfg.get("limits"))
     seed = seed_template(project, cfg, setting, seed_file)
     roles = roles_from_params(params)

@@ -200,8 +200,8 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
     """Repair ``dataset``'s rubric sources. The DVC stage writes ``outputs/repair/<dataset>`` and
     ``metrics/repair/<dataset>.json``; an ad-hoc run (``out_dir``) writes only its own folder."""
     p, params = Params.of(params), given(params)
-    cfg, audit_cfg = dict(params.get("repair") or {}), dict(params.get("audit") or {})
-    settings = RepairSettings.from_params(cfg, audit_cfg)
+    cfg = dict(params.get("repair") or {})
+    settings = RepairSettings.of(p.repair, p.audit)
     names = list(sources if sources is not None else p.repair.sources)
     sets: dict[str, RubricSet] = {}
     for n in names:
