@@ -1,17 +1,20 @@
-"""The shape of params.yaml: one pydantic model per section, checked when params are loaded.
+"""The settings: one pydantic model per params.yaml section, each field with its one default, range and doc.
 
-``validate_params`` checks what is present and changes nothing: stages read the dict with their own defaults
-(and tests pass partial params), so every field's default (None) is never validated and never filled in.
-Unknown keys are errors that list the allowed ones, except in free-form maps whose keys are user names
-(``data.sources``, ``data.ripd``, ``drift.seed_rubrics``, ``align.rubrics``, ``probe.datasets``,
+``Params.of(params)`` (and ``rubriclab.config.load_params``) validates params and fills in every default; stages
+read the typed sections (``p.drift.search.population``) and hand them to the packages, whose own settings classes
+take their defaults from these models. ``Params.given()`` is what the file spelled out (for the few readers that
+depend on a key's absence), ``Params.effective()`` every value a run used (logged to MLflow, printed by
+``rubriclab params``). Unknown keys are errors that list the allowed ones, except in free-form maps whose keys
+are user names (``data.sources``, ``data.ripd``, ``drift.seed_rubrics``, ``align.rubrics``, ``probe.datasets``,
 ``audit.out_of_domain``, ``discover.task_derived.tasks``, ``recorded.sources``, a role's ``extra``), where only
 the values' shapes are checked. Every problem becomes one line::
 
     params.yaml: audit.runs: got 'abc'; expected an integer >= 1 (from --set audit.runs=abc)
 
-The allowed values below repeat the constants of the code that reads them (``rubriclab.llm.ROLES``,
-``rubriclab.audit._accuracy.TEMPLATES``, ...) so loading params imports none of those packages;
-tests/test_params_schema.py checks that the two agree.
+The allowed values are defined here once; the packages import them (``rubriclab.llm.ROLES``,
+``rubriclab.audit._accuracy.TEMPLATES``, ...). This module imports no package, so any package may import it.
+Numbers keep the type they were written with (YAML ``1`` stays an int): they are copied into outputs and call-store
+keys as they are.
 """
 
 from __future__ import annotations
@@ -28,11 +31,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidat
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
-from rubriclab.calibrate._table import NONE_POLICIES, ORDER_CHOICES  # defined once, by the code
 from rubriclab.errors import ConfigError
 from rubriclab.secrets import is_secret_key, looks_like_secret_value, redact_urls, scrub
 
-# -- allowed values (kept equal to the code's constants by tests/test_params_schema.py) -------------------------
+# -- allowed values: defined once, here; the packages import them -------------------------------------------------
 ROLES = ("judge", "extractor", "consolidator", "paraphraser", "attacker", "verifier", "refiner", "generator",
          "embedder", "evaluator", "policy", "reward", "pairwise_judge")
 LOADERS = ("demo", "hf", "rmb", "local")
@@ -53,6 +55,8 @@ PROBE_MODELS = ("majority", "nb", "lr", "embed")
 ITEM_FORMATS = ("auto", "healthbench", "researchrubrics")
 PROBE_BALANCE = ("none", "subsample")
 RECORDED_FORMATS = ("llmbar", "pandalm", "table", "mlflow", "store")
+NONE_POLICIES = ("half", "exclude")  # recorded.calibrate.none (rubriclab.calibrate)
+ORDER_CHOICES = ("both", "original", "swapped")
 INF_WORDS = ("inf", ".inf", "infinity", "+inf")  # repair.sweep.deltas spellings of ∞ (repair.parse_delta)
 
 

@@ -10,10 +10,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rubriclab._params_schema import ALPHA_ORIENTATIONS, Audit, Data
 from rubriclab.errors import ConfigError
 from rubriclab.llm import CallResult, Gateway, RoleSpec
 
-ORIENTATIONS = ("as_presented", "chosen_oriented")
+ORIENTATIONS = ALPHA_ORIENTATIONS
+_A = Audit()  # audit.*'s defaults (rubriclab._params_schema.Audit, docs there)
 
 
 @dataclass
@@ -82,11 +84,11 @@ class AuditContext:
     verifier: RoleSpec | None = None
     embedder: RoleSpec | None = None
     templates_dir: str | None = None
-    seed: int = 42
-    n_boot: int = 2000
-    confidence: float = 0.95
-    tie_credit: float = 0.5
-    alpha_orientation: str = "as_presented"
+    seed: int = Data().seed
+    n_boot: int = _A.n_boot
+    confidence: float = _A.confidence
+    tie_credit: float = _A.tie_credit
+    alpha_orientation: str = _A.alpha_orientation
     progress: bool = True
     tally: Tally = field(default_factory=Tally)
     extra: dict[str, Any] = field(default_factory=dict)
