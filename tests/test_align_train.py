@@ -134,11 +134,11 @@ def test_settings_are_validated():
         DPOSettings(mode="qlora")
     with pytest.raises(ConfigError, match="beta"):
         DPOSettings(beta=0)
-    with pytest.raises(ConfigError, match=r"unknown key\(s\) \['warmup'\]"):
-        DPOSettings.from_params({"warmup": 3})
-    with pytest.raises(ConfigError, match="align.dpo.lora: unknown"):
-        DPOSettings.from_params({"lora": {"rank": 8}})
-    s = DPOSettings.from_params({"lora": {"r": 4, "target_modules": ["q_proj"]}, "batch_size": 3}, seed=5)
+    with pytest.raises(ConfigError, match=r"align\.dpo\.warmup: unknown key; expected one of mode, beta"):
+        DPOSettings.of({"warmup": 3}, 0)
+    with pytest.raises(ConfigError, match=r"align\.dpo\.lora\.rank: unknown key"):
+        DPOSettings.of({"lora": {"rank": 8}}, 0)
+    s = DPOSettings.of({"lora": {"r": 4, "target_modules": ["q_proj"]}, "batch_size": 3}, seed=5)
     assert (s.lora_r, s.target_modules, s.seed) == (4, ("q_proj",), 5)
     assert s.total_steps(10) == 4 and DPOSettings(max_steps=7).total_steps(10) == 7
 

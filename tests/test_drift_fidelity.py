@@ -200,10 +200,10 @@ def test_paired_p_values_vs_the_seed_are_bh_adjusted_across_methods(store):
 def test_tie_credit_follows_the_paper_by_default():
     # RIPD counts ties as half "throughout the paper"
     assert DriftSettings().tie_credit == 0.5
-    assert DriftSettings.from_params({}).tie_credit == 0.5
+    assert DriftSettings.of({}, 42).tie_credit == 0.5
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     assert params["drift"]["tie_credit"] == 0.5
-    assert DriftSettings.from_params(params["drift"]).tie_credit == 0.5
+    assert DriftSettings.of(params["drift"], 42).tie_credit == 0.5
 
 
 def _fixed_refiner(texts):

@@ -68,7 +68,7 @@ def test_template_unknown_placeholder_and_literal_braces():
 def test_params_overrides_and_bad_yaml(tmp_path):
     p = tmp_path / "params.yaml"
     p.write_text("data:\n  seed: 42\n")
-    assert load_params(p, ["data.seed=7", "llm.roles.judge.model=openai/x"])["data"]["seed"] == 7
+    assert load_params(p, ["data.seed=7", "llm.roles.judge.model=openai/x"]).data.seed == 7
     p.write_text("data: [unclosed\n")
     with pytest.raises(InputError, match=r"params.yaml:\d+: invalid YAML"):
         load_params(p)

@@ -32,7 +32,7 @@ def test_dvc_pipeline_resolves_and_lists_every_stage():
     out = subprocess.run([sys.executable, "-m", "dvc", "stage", "list"], cwd=ROOT, capture_output=True, text=True,
                          timeout=120)
     assert out.returncode == 0, out.stderr
-    params = load_params(ROOT / "params.yaml")
+    params = load_params(ROOT / "params.yaml").given()
     names = {line.split()[0] for line in out.stdout.splitlines() if line.strip()}
     assert "data" in names
     for ds in params["discover"]["datasets"]:
@@ -41,7 +41,7 @@ def test_dvc_pipeline_resolves_and_lists_every_stage():
 
 def test_stage_commands_are_modules_and_params_sections_exist():
     dvc = yaml.safe_load((ROOT / "dvc.yaml").read_text())
-    params = load_params(ROOT / "params.yaml")
+    params = load_params(ROOT / "params.yaml").given()
     for name, stage in dvc["stages"].items():
         body = stage.get("do", stage)
         argv = shlex.split(body["cmd"])

@@ -133,7 +133,7 @@ def test_stage_reads_a_store_source_from_params(tmp_path, monkeypatch):
         (tmp_path / f"{t.name}.json").write_text(json.dumps({"name": t.name, "template": t.text}))
     pairs = drift_pairs(6, "bench")
     write_pairs(pairs, tmp_path / "pairs.jsonl")
-    params = load_params(tmp_path / "params.yaml")
+    params = load_params(tmp_path / "params.yaml").given()  # the file's dict, edited below
     judge = panel(roles_from_params(params)["judge"])[0]
     store = open_store(store_location(params, tmp_path))
     try:  # the stage's own judging, e.g. the drift gate's judge_pairs

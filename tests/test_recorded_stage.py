@@ -124,7 +124,7 @@ def test_settings_from_params_contrasts(project):
     from rubriclab.recorded import Settings
     from rubriclab.stages.recorded import settings_from_params
 
-    params = load_params(project / "params.yaml")
+    params = load_params(project / "params.yaml").given()  # the file's dict, edited below
     s = settings_from_params(params, "demo")
     assert s.contrasts == (("with rules", "rules", "plain"),) and s.contrast_judges == ("judge-b",)
     params["recorded"]["sources"]["demo"]["contrasts"] = {}  # a source's own value wins; {}: no contrasts

@@ -97,7 +97,7 @@ def checked(tmp_path):
                        n_boot=200, progress=False)
     rs = RubricSet(name="w", source="imported", criteria=(Criterion(id="helpful", description=ORIGINAL),))
     audit_cfg = {"runs": 2, "n_attacks": 4, "attack_check": {"min_words": 8}}
-    settings = RepairSettings.from_params({"n_attacks": 4, "operators": ["do_not_reward"], "max_operators": 1},
+    settings = RepairSettings.of({"n_attacks": 4, "operators": ["do_not_reward"], "max_operators": 1},
                                           audit_cfg)
     return {"roles": roles, "ctx": ctx, "rs": rs, "audit_cfg": audit_cfg, "settings": settings,
             "pool": world_pairs(4, "pool"), "dev": world_pairs(6, "dev"), "held": world_pairs(6, "held")}
@@ -120,10 +120,10 @@ def test_repair_measures_vfr_under_the_audits_attack_check(checked):
 
 def test_attack_check_typo_is_refused_before_any_call():
     with pytest.raises(ConfigError, match=r"audit\.attack_check.*min_word"):
-        RepairSettings.from_params({}, {"attack_check": {"min_word": 8}})
+        RepairSettings.of({}, {"attack_check": {"min_word": 8}})
     with pytest.raises(ConfigError, match="expected a number"):
-        RepairSettings.from_params({}, {"attack_check": {"min_words": "eight"}})
-    assert RepairSettings.from_params({}, {}).attack_bounds is None
+        RepairSettings.of({}, {"attack_check": {"min_words": "eight"}})
+    assert RepairSettings.of({}, {}).attack_bounds is None
 
 
 def _attacks(confirmed_per_prompt: list[int], per_prompt: int = 4, prefix: str = "q") -> list[dict]:

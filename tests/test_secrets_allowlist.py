@@ -360,7 +360,7 @@ def test_references_decoding_params_and_flags_load(tmp_path):
              "extra_body": {**REF_EXTRA["extra_body"], "chat_template_kwargs": {"enable_thinking": False},
                             "guided_choice": ["A", "B"]}}
     params = load_params(_write(tmp_path, extra, api_base="os.environ/RL_ENDPOINT"))
-    assert params["llm"]["roles"]["judge"]["extra"]["extra_body"]["passphrase"] == "os.environ/RL_SECRET_00"
+    assert params.given()["llm"]["roles"]["judge"]["extra"]["extra_body"]["passphrase"] == "os.environ/RL_SECRET_00"
 
 
 @pytest.mark.parametrize(("role", "field"), [

@@ -1,21 +1,25 @@
-"""The shape of params.yaml: one pydantic model per section, checked when params are loaded.
+"""The settings: one pydantic model per params.yaml section, each field with its one default, range and doc.
 
-``validate_params`` checks what is present and changes nothing: stages read the dict with their own defaults
-(and tests pass partial params), so every field's default (None) is never validated and never filled in.
-Unknown keys are errors that list the allowed ones, except in free-form maps whose keys are user names
-(``data.sources``, ``data.ripd``, ``drift.seed_rubrics``, ``align.rubrics``, ``probe.datasets``,
+``Params.of(params)`` (and ``rubriclab.config.load_params``) validates params and fills in every default; stages
+read the typed sections (``p.drift.search.population``) and hand them to the packages, whose own settings classes
+take their defaults from these models. ``Params.given()`` is what the file spelled out (for the few readers that
+depend on a key's absence), ``Params.effective()`` every value a run used (logged to MLflow, printed by
+``rubriclab params``). Unknown keys are errors that list the allowed ones, except in free-form maps whose keys
+are user names (``data.sources``, ``data.ripd``, ``drift.seed_rubrics``, ``align.rubrics``, ``probe.datasets``,
 ``audit.out_of_domain``, ``discover.task_derived.tasks``, ``recorded.sources``, a role's ``extra``), where only
 the values' shapes are checked. Every problem becomes one line::
 
     params.yaml: audit.runs: got 'abc'; expected an integer >= 1 (from --set audit.runs=abc)
 
-The allowed values below repeat the constants of the code that reads them (``rubriclab.llm.ROLES``,
-``rubriclab.audit._accuracy.TEMPLATES``, ...) so loading params imports none of those packages;
-tests/test_params_schema.py checks that the two agree.
+The allowed values are defined here once; the packages import them (``rubriclab.llm.ROLES``,
+``rubriclab.audit._accuracy.TEMPLATES``, ...). This module imports no package, so any package may import it.
+Numbers keep the type they were written with (YAML ``1`` stays an int): they are copied into outputs and call-store
+keys as they are.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 import types
 import typing
@@ -27,11 +31,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidat
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
-from rubriclab.calibrate._table import NONE_POLICIES, ORDER_CHOICES  # defined once, by the code
 from rubriclab.errors import ConfigError
 from rubriclab.secrets import is_secret_key, looks_like_secret_value, redact_urls, scrub
 
-# -- allowed values (kept equal to the code's constants by tests/test_params_schema.py) -------------------------
+# -- allowed values: defined once, here; the packages import them -------------------------------------------------
 ROLES = ("judge", "extractor", "consolidator", "paraphraser", "attacker", "verifier", "refiner", "generator",
          "embedder", "evaluator", "policy", "reward", "pairwise_judge")
 LOADERS = ("demo", "hf", "rmb", "local")
@@ -52,6 +55,8 @@ PROBE_MODELS = ("majority", "nb", "lr", "embed")
 ITEM_FORMATS = ("auto", "healthbench", "researchrubrics")
 PROBE_BALANCE = ("none", "subsample")
 RECORDED_FORMATS = ("llmbar", "pandalm", "table", "mlflow", "store")
+NONE_POLICIES = ("half", "exclude")  # recorded.calibrate.none (rubriclab.calibrate)
+ORDER_CHOICES = ("both", "original", "swapped")
 INF_WORDS = ("inf", ".inf", "infinity", "+inf")  # repair.sweep.deltas spellings of ∞ (repair.parse_delta)
 
 
@@ -60,6 +65,7 @@ class Expect:
     """Annotated metadata: what an error at this field says is expected (pydantic ignores it)."""
 
     text: str
+    plural: str | None = None  # as a list's items
 
 
 def _lit(values: tuple[str, ...]) -> Any:
@@ -78,16 +84,58 @@ def _custom(check: Any, text: str) -> Any:
     return Annotated[Any, PlainValidator(validate), Expect(text)]
 
 
+def _num(v: Any) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _bounds(meta: list[Any]) -> str:
+    b: dict[str, Any] = {}
+    for m in meta:
+        if isinstance(m, (at.Gt, at.Ge, at.Lt, at.Le)):
+            name = type(m).__name__.lower()
+            b[name] = getattr(m, name)
+    low = ("(", b["gt"]) if "gt" in b else ("[", b["ge"]) if "ge" in b else None
+    high = (")", b["lt"]) if "lt" in b else ("]", b["le"]) if "le" in b else None
+    if low and high:
+        return f" in {low[0]}{_num(low[1])}, {_num(high[1])}{high[0]}"
+    if low:
+        return f" {'>' if low[0] == '(' else '>='} {_num(low[1])}"
+    if high:
+        return f" {'<' if high[0] == ')' else '<='} {_num(high[1])}"
+    return ""
+
+
 # -- leaf types ----------------------------------------------------------------------------------------------------
 Int = Annotated[int, Field(strict=True)]
 PosInt = Annotated[int, Field(strict=True, ge=1)]        # sizes and counts
 NonNegInt = Annotated[int, Field(strict=True, ge=0)]     # where 0 means something (off, none)
-Num = Annotated[float, Field(strict=True)]               # floats accept ints (YAML `1` is an int), never bools
-NonNegNum = Annotated[float, Field(strict=True, ge=0)]   # temperatures, tolerances
-PosNum = Annotated[float, Field(strict=True, gt=0)]
-Share = Annotated[float, Field(strict=True, ge=0, le=1)]  # credits, shares, weights in [0, 1]
-Prob = Annotated[float, Field(strict=True, gt=0, lt=1)]   # confidence levels, FDR levels, power
-TopP = Annotated[float, Field(strict=True, gt=0, le=1)]
+_CHECKS = {at.Gt: lambda v, b: v > b.gt, at.Ge: lambda v, b: v >= b.ge, at.Lt: lambda v, b: v < b.lt,
+           at.Le: lambda v, b: v <= b.le}
+
+
+def _number(*bounds: Any) -> Any:
+    """A number (int or float, never bool) within ``bounds``, kept as given: YAML ``1`` stays the int 1 (it is
+    written into outputs and call-store keys as it is), ``1.0`` stays a float."""
+
+    def validate(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value) or not all(
+                _CHECKS[type(b)](value, b) for b in bounds):
+            raise PydanticCustomError("expected", "expected {expected}", {"expected": text})
+        return value
+
+    text = "a number" + _bounds(list(bounds))
+    return Annotated[Any, PlainValidator(validate), Expect(text, "numbers" + _bounds(list(bounds)))]
+
+
+Num = _number()
+NonNegNum = _number(at.Ge(0))   # temperatures, tolerances
+PosNum = _number(at.Gt(0))
+Share = _number(at.Ge(0), at.Le(1))  # credits, shares, weights in [0, 1]
+Prob = _number(at.Gt(0), at.Lt(1))   # confidence levels, FDR levels, power
+TopP = _number(at.Gt(0), at.Le(1))
+Cosine = _number(at.Ge(-1), at.Le(1))
+Tau = _number(at.Ge(0), at.Le(10))  # on the judge's 0-10 score
+Dropout = _number(at.Ge(0), at.Lt(1))
 Bool = Annotated[bool, Field(strict=True)]
 Str = Annotated[str, Field(strict=True)]
 Name = Annotated[str, Field(strict=True, min_length=1)]
@@ -121,14 +169,24 @@ PromptId = _custom(_prompt_id, "a string, an integer or null")
 
 
 class Section(BaseModel):
-    """A params mapping: unknown keys are errors, nothing is coerced, defaults are never validated."""
+    """A params mapping: unknown keys are errors, nothing is coerced; every field holds its one default."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+def knob(default: Any = None, doc: str = "", paper: str | None = None) -> Any:
+    """A field with its one default (mutable defaults copied per instance), its doc and the paper's value."""
+    extra = {"paper": paper} if paper else None
+    if isinstance(default, type) and issubclass(default, BaseModel):
+        return Field(default_factory=default, description=doc, json_schema_extra=extra)
+    if isinstance(default, (list, dict)):
+        return Field(default_factory=lambda: copy.deepcopy(default), description=doc, json_schema_extra=extra)
+    return Field(default, description=doc, json_schema_extra=extra)
+
+
 # -- llm -----------------------------------------------------------------------------------------------------------
 class RoleFields(Section):
-    """``llm.defaults`` and each ``llm.roles.<role>`` (rubriclab.llm.RoleSpec)."""
+    """One ``llm.roles.<role>``: every field unset inherits ``llm.defaults`` (rubriclab.llm.RoleSpec)."""
 
     model: ModelString = None
     temperature: NonNegNum = None
@@ -145,7 +203,21 @@ class RoleFields(Section):
     seed: Int = None
     structured: Bool | None = None
     extra: dict[str, Any] = None  # provider params passed through as they are
-    max_failure_share: Share = None  # a stage fails when more of a role's calls end in an error (default 0.5)
+    max_failure_share: Share = None
+
+
+class RoleDefaults(RoleFields):
+    """``llm.defaults``: applied to every role unless the role overrides them."""
+
+    temperature: NonNegNum = knob(0.0, "sampling temperature (enters the call-store key)")
+    max_tokens: PosInt = knob(512, "reply length limit (enters the call-store key)")
+    timeout: PosNum = knob(120.0, "seconds per call")
+    concurrency: PosInt = knob(8, "calls in flight per model")
+    max_retries: NonNegInt = knob(6, "429 / 5xx / timeouts / dropped connections, exponential backoff")
+    parse_retries: NonNegInt = knob(2, "re-asks after an unparseable reply")
+    seed: Int = knob(0, "request seed base")
+    extra: dict[str, Any] = knob({}, "provider params passed through as they are")
+    max_failure_share: Share = knob(0.5, "a stage fails when more of a role's calls end in an error")
 
 
 def _role_string(value: Any) -> Any:
@@ -157,6 +229,8 @@ Role = Annotated[RoleFields, BeforeValidator(_role_string),
 
 
 class Roles(Section):
+    """``llm.roles``: an absent role is not configured (a stage needing it says so)."""
+
     judge: Role = None
     extractor: Role = None
     consolidator: Role = None
@@ -175,17 +249,17 @@ class Roles(Section):
 class LlmBudget(Section):
     """``llm.budget``: limits on one stage's fresh calls (rubriclab.llm.SpendBudget); null: no limit."""
 
-    prompt_tokens: PosInt | None = None
-    cost_usd: NonNegNum | None = None
+    prompt_tokens: PosInt | None = knob(None, "prompt tokens per stage; null: no limit")
+    cost_usd: NonNegNum | None = knob(None, "estimated cost per stage; null: no limit")
 
 
 class Llm(Section):
-    store: Str | None = None
-    templates_dir: Str | None = None
-    prefix_order: Bool = None
-    budget: LlmBudget | None = None
-    defaults: RoleFields = None
-    roles: Roles = None
+    store: Str | None = knob(".rubriclab/calls.sqlite", "the call store: cache + resume point + ledger")
+    templates_dir: Str | None = knob(None, "a folder of <prompt>.txt overriding the packaged prompts")
+    prefix_order: Bool = knob(True, "embedded model: run calls sharing a prompt prefix back to back")
+    budget: LlmBudget | None = knob(LlmBudget, "per stage, fresh calls only")
+    defaults: RoleDefaults = knob(RoleDefaults, "applied to every role unless the role overrides them")
+    roles: Roles = knob(Roles, "the models per role")
 
 
 # -- data ----------------------------------------------------------------------------------------------------------
@@ -195,245 +269,246 @@ class Source(BaseModel):
     model_config = ConfigDict(extra="allow", strict=True)
 
     loader: _lit(LOADERS)
-    domain: Str | None = None
-    limit: NonNegInt | None = None
+    domain: Str | None = knob(None, "domain label; null: the source's name")
+    limit: NonNegInt | None = knob(None, "pairs read; null: all")
 
 
 class Premise(Section):
-    sources: list[Name] = None
-    extraction: NonNegInt = None
-    audit: NonNegInt = None
-    heldout: NonNegInt = None
-    dev: NonNegInt = None
+    sources: list[Name] = knob([], "data sources split for PReMISE")
+    extraction: NonNegInt = knob(1000, "discovery pairs", paper="1000")
+    audit: NonNegInt = knob(500, "audit-pool pairs", paper="500")
+    heldout: NonNegInt = knob(3000, "held-out pairs", paper="3000")
+    dev: NonNegInt = knob(0, "repair's acceptance split", paper="not given")
 
 
 class RipdSetting(Section):
     bench: Name
     target: Name
-    train: NonNegInt = None
-    val: NonNegInt = None
-    test: NonNegInt = None
+    train: NonNegInt = knob(1000, "pairs per domain", paper="1000")
+    val: NonNegInt = knob(1000, "pairs per domain", paper="1000")
+    test: NonNegInt = knob(1000, "pairs per domain", paper="1000")
 
 
 class MaxChars(Section):
-    """``data.max_chars``: per-field size limits (rubriclab.data.DEFAULT_MAX_CHARS)."""
+    """``data.max_chars``: a pair with a longer prompt or response is dropped (rubriclab.data.DEFAULT_MAX_CHARS)."""
 
-    prompt: PosInt = None
-    response: PosInt = None
+    prompt: PosInt = knob(32_000, "characters")
+    response: PosInt = knob(32_000, "characters")
 
 
 class Data(Section):
-    seed: Int = None
-    sources: dict[str, Source] = None
-    premise: Premise = None
-    ripd: dict[str, RipdSetting] = None
-    max_chars: MaxChars = None
+    seed: Int = knob(42, "the one seed of splits, presentation orders and training")
+    sources: dict[str, Source] = knob({}, "named pair sources")
+    premise: Premise = knob(Premise, "PReMISE splits per source")
+    ripd: dict[str, RipdSetting] = knob({}, "benchmark-target settings")
+    max_chars: MaxChars = knob(MaxChars, "size guard")
 
 
 class Tracking(Section):
-    experiment: Name = None
+    experiment: Name = knob("rubriclab", "MLflow experiment")
 
 
 # -- discover ------------------------------------------------------------------------------------------------------
 class PrefRank(Section):
-    pool: PosInt = None
-    max_pairs: PosInt = None
-    mode: _lit(PREF_RANK_MODES) = None
+    pool: PosInt = knob(40, "high-impact pool: top support criteria", paper="2K")
+    max_pairs: PosInt = knob(1000, "discovery pairs scored", paper="all extraction pairs")
+    mode: _lit(PREF_RANK_MODES) = knob("score", "score (1-10, real judges) | yes_no (logit gap)")
 
 
 class TaskDerived(Section):
-    k: PosInt = None
-    tasks: dict[str, Name] = None
+    k: PosInt = knob(None, "rubric size; absent: discover.k")
+    tasks: dict[str, Name] = knob({}, "dataset: task description (no task: source skipped)")
 
 
 class Discover(Section):
-    datasets: list[Name] = None
-    max_pairs: PosInt = None
-    min_criteria: PosInt = None
-    max_criteria: PosInt = None
-    k: PosInt = None
-    target_size: PosInt = None
-    cluster_size: PosInt = None
-    max_levels: NonNegInt = None  # 0: no consolidation level
-    batch_size: PosInt = None
-    min_split: PosInt = None
-    n_min: PosInt = None
-    min_pairs: PosInt = None
-    mmr_lambda: Share = None
-    min_description_words: NonNegInt = None
-    min_candidate_words: NonNegInt = None
-    identical_limit: Share = None  # 1.0 = off
-    pref_rank: PrefRank = None
-    task_derived: TaskDerived = None
-    imported_dir: Name = None
+    datasets: list[Name] = knob([], "one discover stage instance per dataset")
+    max_pairs: PosInt = knob(1000, "extraction pairs used", paper="1000")
+    min_criteria: PosInt = knob(5, "criteria per extraction reply", paper="5")
+    max_criteria: PosInt = knob(15, "criteria per extraction reply", paper="15")
+    k: PosInt = knob(20, "final rubric size K", paper="20")
+    target_size: PosInt = knob(40, "stop consolidating at this pool size", paper="2K")
+    cluster_size: PosInt = knob(20, "agglomerative cluster size target T", paper="20")
+    max_levels: NonNegInt = knob(10, "L_max; 0: no consolidation level", paper="10")
+    batch_size: PosInt = knob(150, "ids per sub-grouping call", paper="<=150")
+    min_split: PosInt = knob(4, "an invalid batch is halved down to this size")
+    n_min: PosInt = knob(10, "minimum support", paper="10")
+    min_pairs: PosInt = knob(3, "distinct source pairs behind a criterion")
+    mmr_lambda: Share = knob(0.7, "MMR weight on support vs diversity")
+    min_description_words: NonNegInt = knob(20, "consolidated descriptions", paper=">=20 words")
+    min_candidate_words: NonNegInt = knob(4, "shorter descriptions are rejected")
+    identical_limit: Share = knob(0.5, "share of replies a verbatim criterion may repeat in; 1.0 = off")
+    pref_rank: PrefRank = knob(PrefRank, "preference-rank selection")
+    task_derived: TaskDerived = knob(TaskDerived, "criteria from a task description alone")
+    imported_dir: Name = knob("experiments/rubrics", "hand-written or external rubric sets")
 
 
 # -- audit ---------------------------------------------------------------------------------------------------------
 class ParaphraseCheck(Section):
-    min_similarity: Annotated[float, Field(strict=True, ge=-1, le=1)] = None
-    max_similarity: Annotated[float, Field(strict=True, ge=-1, le=1)] = None
-    min_length_ratio: NonNegNum = None
-    max_length_ratio: NonNegNum = None
+    min_similarity: Cosine = knob(0.6, "cosine to the original; below = meaning changed")
+    max_similarity: Cosine = knob(0.995, "at or above = a copy")
+    min_length_ratio: NonNegNum = knob(0.4, "words of paraphrase / words of original")
+    max_length_ratio: NonNegNum = knob(2.5, "words of paraphrase / words of original")
 
 
 class AttackCheck(Section):
-    min_words: NonNegNum = None
-    max_words: NonNegNum = None
+    min_words: NonNegNum = knob(5, "an attacker reply shorter than this is not a response")
+    max_words: NonNegNum = knob(2000, "an attacker reply longer than this is not a response")
 
 
 class Audit(Section):
-    sources: list[Name] = None
-    axes: list[_lit(AUDIT_AXES)] = None
-    pool_size: PosInt = None
-    heldout_size: PosInt = None
-    out_of_domain: dict[str, Name] = None
-    runs: PosInt = None
-    run_temperature: NonNegNum = None
-    paraphrases: NonNegInt = None  # 0 or 1: no paraphrase ρ
-    paraphrase_temperature: NonNegNum = None
-    samples: PosInt = None
-    sample_temperature: NonNegNum = None
-    templates: Annotated[list[_lit(AUDIT_TEMPLATES)], Field(min_length=1)] = None
-    both_orders: Bool = None
-    early_stop: Bool = None
-    n_attacks: PosInt = None
-    tau: Annotated[float, Field(strict=True, ge=0, le=10)] = None  # on the judge's 0-10 score
-    n_boot: PosInt = None
-    n_boot_paired: PosInt = None
-    confidence: Prob = None
-    tie_credit: Share = None
-    alpha_orientation: _lit(ALPHA_ORIENTATIONS) = None
-    baseline_reference: _lit(BASELINE_REFERENCES) = None
-    paraphrase_check: ParaphraseCheck = None
-    attack_check: AttackCheck = None
-    injection: Bool = None
+    sources: list[Name] = knob([], "rubric sets audited")
+    axes: list[_lit(AUDIT_AXES)] = knob(list(AUDIT_AXES), "axes run")
+    pool_size: PosInt = knob(None, "audit-pool pairs used; absent: all", paper="500")
+    heldout_size: PosInt = knob(None, "held-out pairs; absent: all", paper="3000")
+    out_of_domain: dict[str, Name] = knob({}, "dataset whose audit-pool prompts measure App_out")
+    runs: PosInt = knob(5, "flip-rate re-runs R", paper="5")
+    run_temperature: NonNegNum = knob(0.7, "temperature of the re-runs")
+    paraphrases: NonNegInt = knob(5, "P; 0 or 1: no paraphrase rho", paper="5")
+    paraphrase_temperature: NonNegNum = knob(0.8, "paraphraser temperature")
+    samples: PosInt = knob(5, "majority of n samples", paper="5")
+    sample_temperature: NonNegNum = knob(0.7, "temperature of the samples")
+    templates: Annotated[list[_lit(AUDIT_TEMPLATES)], Field(min_length=1)] = knob(
+        list(AUDIT_TEMPLATES), "judge templates")
+    both_orders: Bool = knob(False, "judge each held-out pair in both orders")
+    early_stop: Bool = knob(True, "stop sampling once the majority cannot change")
+    n_attacks: PosInt = knob(500, "adversarial attempts per criterion N", paper="500")
+    tau: Tau = knob(7, "high-score threshold on the judge's 0-10 score", paper="7")
+    n_boot: PosInt = knob(2000, "item-bootstrap resamples for CIs", paper="2000")
+    n_boot_paired: PosInt = knob(5000, "paired bootstrap between rubric sets", paper="5000")
+    confidence: Prob = knob(0.95, "level of every interval in the card")
+    tie_credit: Share = knob(0.5, "accuracy credit of a tied verdict")
+    alpha_orientation: _lit(ALPHA_ORIENTATIONS) = knob("as_presented", "alpha on scores as presented | chosen_oriented")
+    baseline_reference: _lit(BASELINE_REFERENCES) = knob("other", "what the baseline verifier sees")
+    paraphrase_check: ParaphraseCheck = knob(ParaphraseCheck, "a paraphrase is used only if it keeps its meaning")
+    attack_check: AttackCheck = knob(AttackCheck, "an attacker reply is an attack only if it is a response")
+    injection: Bool = knob(True, "injection sensitivity of judge[0]")
 
 
 # -- repair --------------------------------------------------------------------------------------------------------
 class Packet(Section):
-    per_kind: NonNegInt = None
-    margin: NonNegNum = None
-    unstable_spread: NonNegNum = None
-    max_chars: PosInt = None
+    per_kind: NonNegInt = knob(3, "cases shown to the refiner per kind")
+    margin: NonNegNum = knob(1.0, "|panel mean - 5| <= margin: a borderline pair")
+    unstable_spread: NonNegNum = knob(4.0, "panel max - min >= this: unstable")
+    max_chars: PosInt = knob(400, "each response cut to this many characters")
 
 
 class Budget(Section):
-    """``repair.budget``: rubriclab.rubrics.BudgetLimits (its own keys; unknown ones are refused there too)."""
+    """``repair.budget``: rubriclab.rubrics.BudgetLimits; {} = the paper's."""
 
-    max_words: NonNegInt = None
-    max_first_paragraph_words: NonNegInt = None
-    allow_nested_conditionals: Bool = None
-    nested_conditional_scope: _lit(NESTED_CONDITIONAL_SCOPES) = None
-    max_anti_gaming_clauses: NonNegInt = None
-    max_anti_gaming_clause_words: NonNegInt = None
-    max_applicability_gates: NonNegInt = None
-    max_numbered_items: NonNegInt = None
-    allow_nested_items: Bool = None
-    require_prompt_agnostic: Bool = None
+    max_words: NonNegInt = knob(150, "words per criterion")
+    max_first_paragraph_words: NonNegInt = knob(60, "words of the first paragraph")
+    allow_nested_conditionals: Bool = knob(False, "")
+    nested_conditional_scope: _lit(NESTED_CONDITIONAL_SCOPES) = knob("first_paragraph", "")
+    max_anti_gaming_clauses: NonNegInt = knob(2, "")
+    max_anti_gaming_clause_words: NonNegInt = knob(40, "")
+    max_applicability_gates: NonNegInt = knob(1, "")
+    max_numbered_items: NonNegInt = knob(3, "")
+    allow_nested_items: Bool = knob(False, "")
+    require_prompt_agnostic: Bool = knob(True, "")
 
 
 class RepairSweep(Section):
-    deltas: list[Delta] = None
-    candidates: list[PosInt] = None
+    deltas: list[Delta] = knob([0.0, math.inf], "reliability tolerances delta; 0 and inf are always in")
+    candidates: list[PosInt] = knob([4], "candidates per criterion", paper="not given")
 
 
 class Study(Section):
-    storage: Str | None = None
+    storage: Str | None = knob(None, "null: a journal file under the stage's outputs; or an RDB URL")
 
 
 class Repair(Section):
-    sources: list[Name] = None
-    dev_size: PosInt = None
-    heldout_size: PosInt = None
-    n_attacks: PosInt = None
-    max_criteria: PosInt | None = None  # null: all
-    max_operators: PosInt = None
-    operators: list[_lit(OPERATORS)] | None = None  # null: all seven
-    packet: Packet = None
-    budget: Budget = None
-    sweep: RepairSweep = None
-    study: Study = None
+    sources: list[Name] = knob([], "rubric sets to repair")
+    dev_size: PosInt = knob(None, "dev pairs; absent: all", paper="not given")
+    heldout_size: PosInt = knob(None, "held-out pairs; absent: all", paper="3000")
+    n_attacks: PosInt = knob(500, "attacks per criterion on dev and held-out", paper="500")
+    max_criteria: PosInt | None = knob(None, "criteria repaired per set; null: all", paper="all")
+    max_operators: PosInt = knob(2, "operators composed per candidate", paper="2-3")
+    operators: list[_lit(OPERATORS)] | None = knob(None, "restrict to a subset of the library; null or []: all seven")
+    packet: Packet = knob(Packet, "failure packet per criterion")
+    budget: Budget = knob(Budget, "structural budget")
+    sweep: RepairSweep = knob(RepairSweep, "the Optuna study")
+    study: Study = knob(Study, "")
 
 
 # -- drift ---------------------------------------------------------------------------------------------------------
 class DriftLimits(Section):
-    train: PosInt | None = None  # null: all
-    val: PosInt | None = None
-    test: PosInt | None = None
+    train: PosInt | None = knob(None, "pairs per domain; null: all", paper="1000")
+    val: PosInt | None = knob(None, "pairs per domain; null: all", paper="1000")
+    test: PosInt | None = knob(None, "pairs per domain; null: all", paper="1000")
 
 
 class DriftSearch(Section):
-    population: PosInt = None
-    rounds: PosInt = None
-    subsample: TopP = None  # a share in (0, 1]
-    eps_train: NonNegNum = None
-    top_k: PosInt = None
-    children: PosInt = None
+    population: PosInt = knob(12, "few-shot ICL initial population", paper="12")
+    rounds: PosInt = knob(4, "T", paper="4")
+    subsample: TopP = knob(0.2, "share of each train split per round", paper="20%")
+    eps_train: NonNegNum = knob(0.05, "eps_train", paper="0.05")
+    top_k: PosInt = knob(10, "k", paper="10")
+    children: PosInt = knob(4, "t", paper="4")
 
 
 class DriftCases(Section):
-    bench: NonNegInt = None
-    target: NonNegInt = None
+    bench: NonNegInt = knob(4, "error cases per refinement prompt", paper="not given")
+    target: NonNegInt = knob(4, "error cases per refinement prompt", paper="not given")
 
 
 class TextGrad(Section):
-    bench_batch: NonNegInt = None
-    target_batch: NonNegInt = None
-    rollback: PosInt = None
+    bench_batch: NonNegInt = knob(2, "", paper="2")
+    target_batch: NonNegInt = knob(4, "", paper="4")
+    rollback: PosInt = knob(3, "", paper="3")
 
 
 class DriftGrid(Section):
-    eps_train: list[NonNegNum] = None
-    population: list[PosInt] = None
-    rounds: list[PosInt] = None
+    eps_train: list[NonNegNum] = knob(None, "absent: the configured point")
+    population: list[PosInt] = knob(None, "absent: the configured point")
+    rounds: list[PosInt] = knob(None, "absent: the configured point")
 
 
 class DriftStudy(Section):
-    grid: DriftGrid = None
-    storage: Str | None = None
+    grid: DriftGrid = knob(DriftGrid, "Optuna grid; the configured point is always in it")
+    storage: Str | None = knob(None, "null: a journal file in outputs/drift/<setting>/; or an RDB URL")
 
 
 class Stealth(Section):
-    runs: PosInt = None
+    runs: NonNegInt = knob(30, "evaluator comparisons per selected rubric; 0: off", paper="30")
 
 
 class Transfer(Section):
-    judges: list[Name] = None
+    judges: list[Name] = knob([], "other judge models for the selected rubrics")
 
 
 class Gate(Section):
-    """``drift.gate`` (rubriclab.stages.drift_check.GATE_DEFAULTS)."""
+    """``drift.gate``: ``rubriclab drift check`` (not part of the stage)."""
 
-    alpha: Prob = None
-    power: Prob = None
-    confidence: Prob = None
-    n_boot: PosInt = None
-    tie_credit: Share = None
-    epsilon: Share = None
-    samples: PosInt = None
-    seed: Int | None = None  # null: data.seed
-    max_clusters: PosInt = None
+    alpha: Prob = knob(0.05, "FDR level (Benjamini-Hochberg across domains)")
+    power: Prob = knob(0.8, "power of the stated minimum detectable drop")
+    confidence: Prob = knob(0.95, "")
+    n_boot: PosInt = knob(2000, "")
+    tie_credit: Share = knob(0.0, "")
+    epsilon: Share = knob(0.05, "benchmark tolerance eps", paper="eps_train 0.05")
+    samples: PosInt = knob(1, "")
+    seed: Int | None = knob(None, "null: data.seed")
+    max_clusters: PosInt = knob(12, "prompt clusters when the data has no domain labels")
 
 
 class Drift(Section):
-    settings: list[Name] = None
-    seed_rubrics: dict[str, Name] = None
-    limits: DriftLimits | None = None
-    methods: list[_lit(DRIFT_METHODS)] = None
-    val_budget: PosInt = None
-    refill: NonNegInt = None
-    samples: PosInt = None
-    tie_credit: Share = None
-    max_chars: PosInt = None
-    search: DriftSearch = None
-    cases: DriftCases = None
-    textgrad: TextGrad = None
-    study: DriftStudy = None
-    stealth: Stealth = None
-    transfer: Transfer = None
-    n_boot: PosInt = None
-    confidence: Prob = None
-    gate: Gate | None = None
+    settings: list[Name] = knob([], "data.ripd settings: one drift stage instance each")
+    seed_rubrics: dict[str, Name] = knob({}, "the seed judge template per setting")
+    limits: DriftLimits | None = knob(DriftLimits, "pairs used per split and domain")
+    methods: list[_lit(DRIFT_METHODS)] = knob(list(DRIFT_METHODS), "search methods run")
+    val_budget: PosInt = knob(30, "candidates each method validates", paper="30")
+    refill: NonNegInt = knob(2, "invalid proposals replaced by <= refill x val_budget more")
+    samples: PosInt = knob(1, "judge draws per verdict", paper="1")
+    tie_credit: Share = knob(0.5, "agreement credit of a tied verdict", paper="0.5")
+    max_chars: PosInt = knob(600, "each response cut to this many characters in rewriting prompts")
+    search: DriftSearch = knob(DriftSearch, "Alg. 1")
+    cases: DriftCases = knob(DriftCases, "")
+    textgrad: TextGrad = knob(TextGrad, "")
+    study: DriftStudy = knob(DriftStudy, "")
+    stealth: Stealth = knob(Stealth, "")
+    transfer: Transfer = knob(Transfer, "")
+    n_boot: PosInt = knob(1000, "")
+    confidence: Prob = knob(0.95, "")
+    gate: Gate | None = knob(Gate, "null: every gate default")
 
 
 # -- align ---------------------------------------------------------------------------------------------------------
@@ -445,92 +520,92 @@ class AlignRubrics(Section):
 
 
 class AlignLabel(Section):
-    pairs: PosInt | None = None  # null: all
-    samples: PosInt = None
+    pairs: PosInt | None = knob(None, "train pairs labelled per domain; null: all", paper="20,000")
+    samples: PosInt = knob(1, "judge draws per label (majority)")
 
 
 class Lora(Section):
-    r: PosInt = None
-    alpha: PosInt = None
-    dropout: Annotated[float, Field(strict=True, ge=0, lt=1)] = None
-    target_modules: list[Name] = None
+    r: PosInt = knob(16, "")
+    alpha: PosInt = knob(32, "")
+    dropout: Dropout = knob(0.05, "")
+    target_modules: list[Name] = knob(["q_proj", "k_proj", "v_proj", "o_proj"], "")
 
 
 class Dpo(Section):
     """``align.dpo`` (rubriclab.align.DPOSettings)."""
 
-    mode: _lit(DPO_MODES) = None
-    beta: PosNum = None
-    loss_type: _lit(DPO_LOSS_TYPES) = None
-    epochs: PosNum = None
-    max_steps: PosInt | None = None
-    learning_rate: PosNum = None
-    batch_size: PosInt = None
-    grad_accum: PosInt = None
-    scheduler: Name = None
-    warmup_ratio: Annotated[float, Field(strict=True, ge=0, lt=1)] = None
-    max_length: PosInt = None
-    max_grad_norm: NonNegNum = None  # 0: no clipping
-    lora: Lora = None
-    device: _lit(DPO_DEVICES) = None
+    mode: _lit(DPO_MODES) = knob("lora", "lora | full", paper="full for ~2B, LoRA for ~8B")
+    beta: PosNum = knob(0.1, "", paper="0.1")
+    loss_type: _lit(DPO_LOSS_TYPES) = knob("sigmoid", "", paper="sigmoid")
+    epochs: PosNum = knob(1.0, "", paper="1")
+    max_steps: PosInt | None = knob(None, "null: by epochs")
+    learning_rate: PosNum = knob(1e-4, "", paper="1e-4 LoRA, 1e-6 full")
+    batch_size: PosInt = knob(4, "", paper="32")
+    grad_accum: PosInt = knob(1, "")
+    scheduler: Name = knob("cosine", "", paper="cosine")
+    warmup_ratio: Dropout = knob(0.03, "", paper="0.03")
+    max_length: PosInt = knob(2048, "", paper="2048")
+    max_grad_norm: NonNegNum = knob(1.0, "0: no clipping", paper="1")
+    lora: Lora = knob(Lora, "")
+    device: _lit(DPO_DEVICES) = knob("auto", "")
 
 
 class AlignEvaluate(Section):
-    prompts: PosInt | None = None  # null: all
-    n: PosInt = None
-    temperature: NonNegNum = None
-    top_p: TopP = None
-    max_new_tokens: PosInt = None
-    tie_credit: Share = None
-    judge_samples: PosInt = None
+    prompts: PosInt | None = knob(None, "null: all")
+    n: PosInt = knob(4, "generations per prompt")
+    temperature: NonNegNum = knob(0.7, "")
+    top_p: TopP = knob(0.9, "")
+    max_new_tokens: PosInt = knob(256, "")
+    tie_credit: Share = knob(0.5, "")
+    judge_samples: PosInt = knob(1, "")
 
 
 class Align(Section):
-    settings: list[Name] = None
-    rubrics: dict[str, AlignRubrics] = None
-    third_party_template: Name = None
-    regimes: list[_lit(ALIGN_REGIMES)] = None
-    label: AlignLabel = None
-    dpo: Dpo = None
-    evaluate: AlignEvaluate = None
-    n_boot: PosInt = None
-    confidence: Prob = None
+    settings: list[Name] = knob([], "data.ripd settings: one align stage instance each")
+    rubrics: dict[str, AlignRubrics] = knob({}, "per setting: the seed and the second rubric")
+    third_party_template: Name = knob("experiments/align/rewardbench_pairwise.json", "the third party's prompt")
+    regimes: list[_lit(ALIGN_REGIMES)] = knob(list(ALIGN_REGIMES), "B, T, BT")
+    label: AlignLabel = knob(AlignLabel, "")
+    dpo: Dpo = knob(Dpo, "TRL DPOTrainer")
+    evaluate: AlignEvaluate = knob(AlignEvaluate, "")
+    n_boot: PosInt = knob(1000, "")
+    confidence: Prob = knob(0.95, "")
 
 
 # -- probe ---------------------------------------------------------------------------------------------------------
 class ProbeDataset(Section):
     path: Name
-    format: _lit(ITEM_FORMATS) = None
-    limit: PosInt | None = None  # null: all records
+    format: _lit(ITEM_FORMATS) = knob("auto", "")
+    limit: PosInt | None = knob(None, "null: all records")
 
 
 class ProbeRubricSets(Section):
-    files: list[Name] = None
-    pairs: Name = None
-    max_pairs: PosInt = None
+    files: list[Name] = knob([], "")
+    pairs: Name = knob("outputs/data/premise/demo_helpful/audit.parquet", "")
+    max_pairs: PosInt = knob(3, "")
 
 
 class Counterfactual(Section):
-    datasets: list[Name] = None
-    n_items: NonNegInt | None = None  # conversations, one rubric item each; null: all
+    datasets: list[Name] = knob(None, "absent: the first labelled dataset")
+    n_items: NonNegInt | None = knob(None, "conversations, one rubric item each; null: all")
 
 
 class Probe(Section):
-    datasets: dict[str, ProbeDataset] = None
-    rubric_sets: ProbeRubricSets = None
-    models: list[_lit(PROBE_MODELS)] = None
-    encoder: Name | None = None
-    class_weight: Literal["balanced"] | None = None
-    balance: _lit(PROBE_BALANCE) = None
-    test_size: Prob = None
-    cv_folds: NonNegInt = None  # < 2: no cross-validation (reported as such)
-    n_boot: PosInt = None
-    confidence: Prob = None
-    counterfactual: Counterfactual = None
+    datasets: dict[str, ProbeDataset] = knob({}, "")
+    rubric_sets: ProbeRubricSets = knob(ProbeRubricSets, "")
+    models: list[_lit(PROBE_MODELS)] = knob(list(PROBE_MODELS), "")
+    encoder: Name | None = knob(None, "a fine-tuned encoder (needs a GPU); null: none")
+    class_weight: Literal["balanced"] | None = knob("balanced", "")
+    balance: _lit(PROBE_BALANCE) = knob("none", "")
+    test_size: Prob = knob(0.2, "")
+    cv_folds: NonNegInt = knob(5, "< 2: no cross-validation")
+    n_boot: PosInt = knob(10000, "")
+    confidence: Prob = knob(0.95, "")
+    counterfactual: Counterfactual = knob(Counterfactual, "")
 
 
 class Report(Section):
-    mlflow_ui: Name | None = None
+    mlflow_ui: Name | None = knob(None, "the MLflow UI URL linked from the report; null: the default")
 
 
 # -- recorded ------------------------------------------------------------------------------------------------------
@@ -538,7 +613,7 @@ ConditionPair = Annotated[list[Name], Field(min_length=2, max_length=2), Expect(
 
 
 class RecordedSource(Section):
-    """``recorded.sources.<name>`` (rubriclab.stages.recorded)."""
+    """``recorded.sources.<name>`` (rubriclab.stages.recorded); unset keys are absent (the format decides)."""
 
     path: Name  # a folder (llmbar, pandalm), a file (table), a tracking URI or .db file (mlflow), a call store
     # (store: a file, a URL, or llm.store for the project's own); shipped:<set> for a set shipped with the package
@@ -565,39 +640,75 @@ class RecordedSource(Section):
 class RecordedCalibrate(Section):
     """``recorded.calibrate`` (rubriclab.calibrate.CellSettings)."""
 
-    label_fraction: Prob = None
-    seed: NonNegInt = None
-    lam: NonNegNum | None = None
-    order: _lit(ORDER_CHOICES) = None
-    none: _lit(NONE_POLICIES) = None
+    label_fraction: Prob = knob(0.1, "share of pairs given a human label")
+    seed: NonNegInt = knob(0, "")
+    lam: NonNegNum | None = knob(1.0, "ppi_py's lambda (1: plain PPI); null is dropped, so it runs 1 too")
+    order: _lit(ORDER_CHOICES) = knob("both", "")
+    none: _lit(NONE_POLICIES) = knob("half", "")
 
 
 class Recorded(Section):
-    sources: dict[str, RecordedSource] = None
-    confidence: Prob = None
-    n_boot: PosInt = None
-    seed: NonNegInt = None
-    alpha: Prob = None
-    power: Prob = None
-    tie_credit: Share = None
-    baseline: Name | None = None
-    contrasts: dict[str, ConditionPair] | None = None  # name: [a, b], Δ = a − b within a judge
-    contrast_judges: list[Name] | None = None
-    calibrate: RecordedCalibrate | None = None
+    sources: dict[str, RecordedSource] = knob({}, "one recorded stage instance each")
+    confidence: Prob = knob(0.95, "")
+    n_boot: PosInt = knob(2000, "")
+    seed: NonNegInt = knob(0, "")
+    alpha: Prob = knob(0.05, "")
+    power: Prob = knob(0.8, "")
+    tie_credit: Share = knob(0.0, "")
+    baseline: Name | None = knob(None, "")
+    contrasts: dict[str, ConditionPair] | None = knob(None, "name: [a, b]; null: the importer's own; {}: none")
+    contrast_judges: list[Name] | None = knob(None, "")
+    calibrate: RecordedCalibrate | None = knob(None, "null: no calibration")
 
 
 class Params(Section):
-    llm: Llm = None
-    data: Data = None
-    tracking: Tracking = None
-    discover: Discover = None
-    audit: Audit = None
-    repair: Repair = None
-    drift: Drift = None
-    align: Align = None
-    probe: Probe = None
-    report: Report = None
-    recorded: Recorded = None
+    """The whole params.yaml, every default filled in (``Params.of``); ``given()`` is what the file said."""
+
+    llm: Llm = knob(Llm)
+    data: Data = knob(Data)
+    tracking: Tracking = knob(Tracking)
+    discover: Discover = knob(Discover)
+    audit: Audit = knob(Audit)
+    repair: Repair = knob(Repair)
+    drift: Drift = knob(Drift)
+    align: Align = knob(Align)
+    probe: Probe = knob(Probe)
+    report: Report = knob(Report)
+    recorded: Recorded = knob(Recorded)
+
+    @classmethod
+    def of(cls, params: Any, source: str = "params.yaml", overrides: list[str] | None = None) -> Params:
+        """``params`` as a typed object: a Params as it is; a mapping validated (one-line ConfigError)."""
+        if isinstance(params, Params):
+            return params
+        try:
+            return cls.model_validate(dict(params or {}))
+        except ValidationError as exc:
+            raise ConfigError(_one_line(exc, source, overrides)) from None
+
+    def given(self) -> dict[str, Any]:
+        """What params.yaml (and ``--set``) spelled out, as a plain dict (no defaults)."""
+        return self.model_dump(exclude_unset=True)
+
+    def effective(self, sections: tuple[str, ...] | None = None) -> dict[str, Any]:
+        """Every effective value of ``sections`` (all when None), defaults included; roles as configured."""
+        out = self.model_dump()
+        out["llm"]["roles"] = self.llm.roles.model_dump(exclude_unset=True)
+        return {k: v for k, v in out.items() if sections is None or k in sections}
+
+
+# the sections each stage reads (dvc.yaml lists the same under `params:`), for `rubriclab params STAGE`
+STAGE_SECTIONS: dict[str, tuple[str, ...]] = {
+    "data": ("data", "tracking"), "discover": ("discover", "llm", "data", "tracking"),
+    "audit": ("audit", "llm", "data", "tracking"), "repair": ("repair", "audit", "llm", "data", "tracking"),
+    "drift": ("drift", "llm", "data", "tracking"), "align": ("align", "llm", "data", "tracking"),
+    "probe": ("probe", "llm", "data", "tracking"), "recorded": ("recorded", "llm", "data", "drift", "tracking"),
+    "report": ("report", "llm", "tracking")}
+
+
+def given(params: Any) -> dict[str, Any]:
+    """The plain dict of ``params`` (a Params or a mapping) as spelled out, for code reading dicts."""
+    return params.given() if isinstance(params, Params) else params
 
 
 # -- errors as one line --------------------------------------------------------------------------------------------
@@ -647,27 +758,6 @@ def _resolve(loc: tuple[Any, ...], root: Any = Params) -> Any:
     return tp
 
 
-def _num(v: Any) -> str:
-    return f"{v:g}" if isinstance(v, float) else str(v)
-
-
-def _bounds(meta: list[Any]) -> str:
-    b: dict[str, Any] = {}
-    for m in meta:
-        if isinstance(m, (at.Gt, at.Ge, at.Lt, at.Le)):
-            name = type(m).__name__.lower()
-            b[name] = getattr(m, name)
-    low = ("(", b["gt"]) if "gt" in b else ("[", b["ge"]) if "ge" in b else None
-    high = (")", b["lt"]) if "lt" in b else ("]", b["le"]) if "le" in b else None
-    if low and high:
-        return f" in {low[0]}{_num(low[1])}, {_num(high[1])}{high[0]}"
-    if low:
-        return f" {'>' if low[0] == '(' else '>='} {_num(low[1])}"
-    if high:
-        return f" {'<' if high[0] == ')' else '<='} {_num(high[1])}"
-    return ""
-
-
 def _describe(tp: Any, plural: bool = False) -> str:
     """What a value of declared type ``tp`` must be, in words (``plural``: as a list's items)."""
     meta: list[Any] = []
@@ -677,8 +767,8 @@ def _describe(tp: Any, plural: bool = False) -> str:
         if origin is Annotated:
             tp, *extra = typing.get_args(tp)
             for m in extra:
-                if isinstance(m, Expect) and not plural:
-                    return m.text + (" or null" if nullable else "")
+                if isinstance(m, Expect) and (not plural or m.plural):
+                    return (m.plural if plural else m.text) + (" or null" if nullable else "")
                 meta += list(m.metadata) if isinstance(m, FieldInfo) else [m]
         elif origin in (Union, types.UnionType) and type(None) in typing.get_args(tp):
             rest = [a for a in typing.get_args(tp) if a is not type(None)]
@@ -800,19 +890,19 @@ def _override_note(loc: tuple[Any, ...], overrides: list[str]) -> str:
     return f" (from --set {redact_urls(override)})"
 
 
-def validate_params(params: dict[str, Any], source: str = "params.yaml", overrides: list[str] | None = None) -> None:
-    """Check ``params`` (read from ``source``, with ``overrides`` applied) against the schema; changes nothing.
+def _one_line(exc: ValidationError, source: str, overrides: list[str] | None) -> str:
+    """Every problem of ``exc`` as ``<source>: <place>: got <value>; expected <what>`` with the ``--set`` it came
+    from, joined by "; " (``params.yaml: audit.runs: got 'abc'; expected an integer >= 1``)."""
+    lines: list[str] = []
+    for error in exc.errors(include_url=False):
+        loc = tuple(error["loc"])
+        line = f"{source}: {describe_error(error)}{_override_note(loc, list(overrides or []))}"
+        if line not in lines:  # a value failing every branch of a union is one problem
+            lines.append(line)
+    return "; ".join(lines)
 
-    Raises ConfigError listing every problem on one line, each as ``<source>: <place>: got <value>; expected
-    <what>`` with the ``--set`` it came from, joined by "; " (``params.yaml: audit.runs: got 'abc'; expected an
-    integer >= 1; params.yaml: data.seed: got 'x'; expected an integer``)."""
-    try:
-        Params.model_validate(params)
-    except ValidationError as exc:
-        lines: list[str] = []
-        for error in exc.errors(include_url=False):
-            loc = tuple(error["loc"])
-            line = f"{source}: {describe_error(error)}{_override_note(loc, list(overrides or []))}"
-            if line not in lines:  # a value failing every branch of a union is one problem
-                lines.append(line)
-        raise ConfigError("; ".join(lines)) from None
+
+def validate_params(params: Any, source: str = "params.yaml", overrides: list[str] | None = None) -> Params:
+    """``params`` checked against the schema and every default filled in; raises one ConfigError listing every
+    problem on one line (``_one_line``)."""
+    return Params.of(params, source, overrides)

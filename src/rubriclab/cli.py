@@ -66,7 +66,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     from rubriclab.stages.repair import run_repair_stage
 
     params, project = _load(args)
-    dataset = args.dataset or (params.get("discover") or {}).get("datasets", [None])[0]
+    dataset = args.dataset or next(iter(params.discover.datasets), None)
     if not dataset:
         print("rubriclab repair: error: --dataset is required (no discover.datasets in params.yaml)", file=sys.stderr)
         return 2
@@ -143,7 +143,7 @@ def cmd_drift_search(args: argparse.Namespace) -> int:
     from rubriclab.stages.drift import run_drift_stage
 
     params, project = _load(args)
-    setting = args.setting or ((params.get("drift") or {}).get("settings") or [None])[0]
+    setting = args.setting or next(iter(params.drift.settings), None)
     if not setting:
         print("rubriclab drift search: error: --setting is required (no drift.settings in params.yaml)",
               file=sys.stderr)
@@ -160,7 +160,7 @@ def cmd_align(args: argparse.Namespace) -> int:
     from rubriclab.stages.align import run_align_stage
 
     params, project = _load(args)
-    setting = args.setting or ((params.get("align") or {}).get("settings") or [None])[0]
+    setting = args.setting or next(iter(params.align.settings), None)
     if not setting:
         print(f"rubriclab align {args.action}: error: --setting is required (no align.settings in params.yaml)",
               file=sys.stderr)
@@ -189,7 +189,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from rubriclab import ui
 
     params, project = _load(args)
-    cmd = ui.ui_command(project, (params.get("tracking") or {}).get("experiment", "rubriclab"), host=args.host,
+    cmd = ui.ui_command(project, params.tracking.experiment, host=args.host,
                         port=args.port)
     if cmd["experiment_id"] is None:
         print("rubriclab ui: no stage has logged a run yet; the UI opens empty (run `dvc repro` first)",
@@ -222,6 +222,7 @@ def cmd_recorded(args: argparse.Namespace) -> int:
     from rubriclab.stages.recorded import run_recorded_stage, summary_lines
 
     params, project = _load(args)
+    params = params.given()  # an ad-hoc --path source is added to what the file says
     gate = args.name == "gate"
     name = args.source if gate else args.name
     if not gate and args.source:
@@ -299,6 +300,23 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     params, project = _load(args)
     return run_doctor(params, project, check_embedded=not args.skip_embedded)
+
+
+def cmd_params(args: argparse.Namespace) -> int:
+    import yaml
+
+    from rubriclab._params_schema import STAGE_SECTIONS
+
+    if args.stage and args.stage not in STAGE_SECTIONS:
+        print(f"rubriclab params: error: unknown stage {args.stage!r}; expected one of "
+              f"{', '.join(STAGE_SECTIONS)}", file=sys.stderr)
+        return 2
+    params, _ = _load(args)
+    sections = STAGE_SECTIONS[args.stage] if args.stage else None
+    effective = params.effective(sections)
+    print(json.dumps(effective, indent=2, default=str) if args.json
+          else yaml.safe_dump(effective, sort_keys=False, allow_unicode=True), end="")
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -533,6 +551,13 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--skip-embedded", action="store_true", help="do not load the embedded models")
     p.set_defaults(func=cmd_doctor)
+
+    p = sub.add_parser("params", help="the effective settings (params.yaml with every default filled in) of a stage")
+    _common(p)
+    p.add_argument("stage", nargs="?", help="only the sections this stage reads (data, discover, audit, repair, "
+                   "drift, align, probe, recorded, report)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_params)
     return parser
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from rubriclab.errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from rubriclab._params_schema import Params
 
 
 def find_project_dir(start: Path | None = None) -> Path:
@@ -20,12 +22,13 @@ def find_project_dir(start: Path | None = None) -> Path:
     return here
 
 
-def load_params(path: str | Path | None = None, overrides: list[str] | None = None) -> dict[str, Any]:
-    """Read params.yaml, apply ``a.b.c=value`` overrides (values parsed as YAML) and validate the result.
+def load_params(path: str | Path | None = None, overrides: list[str] | None = None) -> Params:
+    """Read params.yaml, apply ``a.b.c=value`` overrides (values parsed as YAML) and return the typed settings.
 
-    Validation (``rubriclab._params_schema``) checks types, ranges, allowed values and unknown keys of what is
-    present and fills nothing in; a problem is a one-line ConfigError naming the file, the key and the ``--set``
-    it came from. A literal credential is refused too (``refuse_literal_credentials``)."""
+    Validation (``rubriclab._params_schema.Params``) checks types, ranges, allowed values and unknown keys and
+    fills in every default; a problem is a one-line ConfigError naming the file, the key and the ``--set`` it came
+    from. A literal credential is refused too (``refuse_literal_credentials``). ``.given()`` is what the file
+    said."""
     path = Path(path) if path else find_project_dir() / "params.yaml"
     if not path.exists():
         raise ConfigError(f"{path}: no params.yaml; run from the project folder or pass --params")
@@ -42,9 +45,9 @@ def load_params(path: str | Path | None = None, overrides: list[str] | None = No
     from rubriclab._params_schema import validate_params
     from rubriclab.paths import display_path
 
-    validate_params(params, display_path(path), list(overrides or []))
+    typed = validate_params(params, display_path(path), list(overrides or []))
     refuse_literal_credentials(params, display_path(path))
-    return params
+    return typed
 
 
 def refuse_literal_credentials(params: dict[str, Any], source: str = "params.yaml") -> None:
@@ -71,15 +74,3 @@ def set_dotted(params: dict[str, Any], assignment: str) -> None:
         if not isinstance(node, dict):
             raise ConfigError(f"override {assignment!r}: {part} is not a section")
     node[parts[-1]] = yaml.safe_load(raw)
-
-
-def get(params: dict[str, Any], dotted: str, default: Any = ...) -> Any:
-    """``params['a']['b']`` as ``get(params, 'a.b')``; a missing key without default names the key."""
-    node: Any = params
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            if default is ...:
-                raise ConfigError(f"params.yaml: missing key {dotted!r}")
-            return copy.deepcopy(default)
-        node = node[part]
-    return node

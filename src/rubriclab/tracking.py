@@ -96,7 +96,7 @@ def flatten_params(d: Mapping[str, Any], prefix: str = "", *, drop_secrets: bool
         path = f"{prefix}.{k}" if prefix else str(k)
         if drop_secrets and (is_secret_key(path) or looks_like_secret_value(v)):
             continue
-        if drop_secrets and isinstance(v, Mapping) and is_role_extra_path(path):
+        if drop_secrets and isinstance(v, Mapping) and v and is_role_extra_path(path):
             v = logged_extra(v)
         if isinstance(v, Mapping):
             if v:
@@ -318,6 +318,8 @@ def stage_run(
     """
     from mlflow import MlflowClient
 
+    if hasattr(params, "effective"):  # a typed Params: every effective value, defaults included
+        params = params.effective()
     project_dir = Path(project_dir)
     uri = tracking_uri(project_dir)
     client = MlflowClient(tracking_uri=uri)

@@ -3,6 +3,7 @@ second (e.g. drifted) rubric, train DPO policies with TRL on each label set in t
 target-only, benchmark+target), and compare the policies by best-of-n sampling on held-out prompts, scored by a
 reward model and a third-party pairwise judge."""
 
+from rubriclab._params_schema import ALIGN_REGIMES
 from rubriclab.align._evaluate import (
     REGIME_LABELS,
     TIE_CREDIT,
@@ -33,7 +34,7 @@ from rubriclab.llm import register_prompt
 
 register_prompt("align_reward", {"prompt", "response"})
 
-REGIMES = ("bench", "target", "bench_target")
+REGIMES = ALIGN_REGIMES
 
 __all__ = [
     "DPOSettings", "LABEL_COLUMNS", "REGIMES", "REGIME_LABELS", "TIE_CREDIT", "best_of_n", "chat_prompt",

@@ -19,13 +19,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rubriclab._params_schema import DPO_LOSS_TYPES, DPO_MODES, Data, Dpo, Params
 from rubriclab.align._policy import chat_prompt, load_policy, load_tokenizer, pick_device, require_align
 from rubriclab.atomic import write_json, write_text
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.paths import display_path
 
-LOSS_TYPES = ("sigmoid", "ipo", "hinge", "robust")
-MODES = ("lora", "full")
+LOSS_TYPES = DPO_LOSS_TYPES
+MODES = DPO_MODES
+_D = Dpo()  # the defaults: rubriclab._params_schema.Dpo (docs and paper values there)
 
 
 @dataclass(frozen=True)
@@ -33,24 +35,24 @@ class DPOSettings:
     """``align.dpo`` in params.yaml. Paper (seed 003 Table 5): sigmoid loss, β 0.1, 1 epoch, cosine, warmup 0.03,
     max length 2048, batch 32, max grad norm 1; LoRA r16/α32/dropout .05 lr 1e-4, or full fine-tune lr 1e-6."""
 
-    mode: str = "lora"
-    beta: float = 0.1
-    loss_type: str = "sigmoid"
-    epochs: float = 1.0
-    max_steps: int | None = None
-    learning_rate: float = 1e-4
-    batch_size: int = 4
-    grad_accum: int = 1
-    scheduler: str = "cosine"
-    warmup_ratio: float = 0.03
-    max_length: int = 2048
-    max_grad_norm: float = 1.0
-    lora_r: int = 16
-    lora_alpha: int = 32
-    lora_dropout: float = 0.05
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-    device: str = "auto"
-    seed: int = 0
+    mode: str = _D.mode
+    beta: float = _D.beta
+    loss_type: str = _D.loss_type
+    epochs: float = _D.epochs
+    max_steps: int | None = _D.max_steps
+    learning_rate: float = _D.learning_rate
+    batch_size: int = _D.batch_size
+    grad_accum: int = _D.grad_accum
+    scheduler: str = _D.scheduler
+    warmup_ratio: float = _D.warmup_ratio
+    max_length: int = _D.max_length
+    max_grad_norm: float = _D.max_grad_norm
+    lora_r: int = _D.lora.r
+    lora_alpha: int = _D.lora.alpha
+    lora_dropout: float = _D.lora.dropout
+    target_modules: tuple[str, ...] = tuple(_D.lora.target_modules)
+    device: str = _D.device
+    seed: int = Data().seed
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -68,22 +70,13 @@ class DPOSettings:
             raise ConfigError(f"params.yaml: align.dpo.warmup_ratio={self.warmup_ratio!r}; expected 0 ≤ ratio < 1")
 
     @classmethod
-    def from_params(cls, cfg: dict[str, Any] | None, seed: int = 0) -> DPOSettings:
-        cfg = dict(cfg or {})
-        lora = dict(cfg.pop("lora", None) or {})
-        known = {f for f in cls.__dataclass_fields__} - {"extra", "seed"}
-        unknown = set(cfg) - known
-        if unknown:
-            raise ConfigError(f"params.yaml: align.dpo: unknown key(s) {sorted(unknown)}; allowed: "
-                              f"{sorted(known | {'lora'})}")
-        for k, v in {"r": "lora_r", "alpha": "lora_alpha", "dropout": "lora_dropout",
-                     "target_modules": "target_modules"}.items():
-            if k in lora:
-                cfg[v] = tuple(lora.pop(k)) if k == "target_modules" else lora.pop(k)
-        if lora:
-            raise ConfigError(f"params.yaml: align.dpo.lora: unknown key(s) {sorted(lora)}; allowed: "
-                              "r, alpha, dropout, target_modules")
-        return cls(**cfg, seed=seed)
+    def of(cls, dpo: Dpo | dict[str, Any] | None, seed: int) -> DPOSettings:
+        """The ``align.dpo`` section (typed, or a mapping validated as params.yaml's) with the data seed."""
+        d = dpo if isinstance(dpo, Dpo) else Params.of({"align": {"dpo": dict(dpo or {})}}).align.dpo
+        flat = d.model_dump(exclude={"lora"})
+        lora = d.lora
+        return cls(**flat, lora_r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                   target_modules=tuple(lora.target_modules), seed=seed)
 
     def total_steps(self, n_pairs: int) -> int:
         if self.max_steps:

@@ -39,6 +39,7 @@ from typing import Annotated, Any
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from rubriclab._params_schema import AUDIT_TEMPLATES
 from rubriclab.audit._compare import adjust_family
 from rubriclab.audit._context import AuditContext, from_bootstrap, metric
 from rubriclab.data import Pair, present, present_both_orders
@@ -55,7 +56,7 @@ from rubriclab.stats import (
 )
 
 NO_RUBRIC = "no_rubric"
-TEMPLATES = ("direct", "per_rubric")
+TEMPLATES = AUDIT_TEMPLATES
 TIE = "tie"
 FAILED = "fail"  # how a failed sample is written in the items table
 REASONING_MAX_CHARS = 200  # schema bound for the embedded model: keeps K+1 reasonings within the budget

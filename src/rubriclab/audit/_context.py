@@ -10,10 +10,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rubriclab._params_schema import ALPHA_ORIENTATIONS, Audit, Data
 from rubriclab.errors import ConfigError
 from rubriclab.llm import CallResult, Gateway, RoleSpec
 
-ORIENTATIONS = ("as_presented", "chosen_oriented")
+ORIENTATIONS = ALPHA_ORIENTATIONS
+_A = Audit()  # audit.*'s defaults (rubriclab._params_schema.Audit, docs there)
 
 
 @dataclass
@@ -82,11 +84,11 @@ class AuditContext:
     verifier: RoleSpec | None = None
     embedder: RoleSpec | None = None
     templates_dir: str | None = None
-    seed: int = 42
-    n_boot: int = 2000
-    confidence: float = 0.95
-    tie_credit: float = 0.5
-    alpha_orientation: str = "as_presented"
+    seed: int = Data().seed
+    n_boot: int = _A.n_boot
+    confidence: float = _A.confidence
+    tie_credit: float = _A.tie_credit
+    alpha_orientation: str = _A.alpha_orientation
     progress: bool = True
     tally: Tally = field(default_factory=Tally)
     extra: dict[str, Any] = field(default_factory=dict)
@@ -152,23 +154,23 @@ def context_from_params(params: dict[str, Any], gateway: Gateway) -> tuple[Audit
     """The audit's context from params.yaml (llm.roles, audit.*, data.seed) on ``gateway``, and the models it
     names. Every stage that judges with the audit's protocol (audit, repair) builds it here, so their
     requests are identical and the call store serves one stage's calls to the other."""
-    from rubriclab.config import get
+    from rubriclab._params_schema import Params, given
     from rubriclab.llm import panel, roles_from_params
 
+    p, params = Params.of(params), given(params)
     roles = roles_from_params(params)
     if "judge" not in roles:
         raise ConfigError("params.yaml: llm.roles.judge is not configured; the audit needs a judge (or a panel)")
-    cfg = get(params, "audit", {}) or {}
+    a = p.audit
 
     def one(name: str) -> RoleSpec | None:
         return panel(roles[name])[0] if name in roles else None
 
     ctx = AuditContext(gateway=gateway, judges=panel(roles["judge"]), paraphraser=one("paraphraser"),
                        attacker=one("attacker"), verifier=one("verifier"), embedder=one("embedder"),
-                       templates_dir=get(params, "llm.templates_dir", None),
-                       seed=get(params, "data.seed", 42), n_boot=int(cfg.get("n_boot", 2000)),
-                       confidence=float(cfg.get("confidence", 0.95)), tie_credit=float(cfg.get("tie_credit", 0.5)),
-                       alpha_orientation=str(cfg.get("alpha_orientation", "as_presented")))
+                       templates_dir=p.llm.templates_dir, seed=p.data.seed, n_boot=int(a.n_boot),
+                       confidence=float(a.confidence), tie_credit=float(a.tie_credit),
+                       alpha_orientation=str(a.alpha_orientation))
     models = sorted({m.model for r in roles.values() for m in panel(r)})
     used = [*ctx.judges, ctx.paraphraser, ctx.attacker, ctx.verifier]  # the roles an audit calls
     ctx.extra["embedded_roles"] = sorted(m.name for m in used if m is not None and m.model.startswith("local/"))

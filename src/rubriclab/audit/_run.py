@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from rubriclab._params_schema import AUDIT_AXES, Audit
 from rubriclab.audit._compare import adversarial_item_values, paired_item_comparisons
 from rubriclab.audit._context import AuditContext
 from rubriclab.audit._fit import audit_applicability, audit_score_structure
@@ -16,14 +17,13 @@ from rubriclab.data import Pair
 from rubriclab.errors import ConfigError
 from rubriclab.rubrics import RubricSet
 
-AXES = ("structure", "reliability", "fit", "adversarial")
-DEFAULTS: dict[str, Any] = {
-    "runs": 5, "run_temperature": 0.7, "paraphrases": 5, "paraphrase_temperature": 0.8,
-    "samples": 5, "sample_temperature": 0.7, "templates": ["direct", "per_rubric"], "both_orders": False,
-    "early_stop": True, "n_attacks": 500, "tau": 7, "n_boot": 2000, "n_boot_paired": 5000,
-    "baseline_reference": "other", "paraphrase_check": {}, "attack_check": {},
-    "injection": True,  # adversarial axis: injection sensitivity of judge[0] (direct template, pool pairs)
-}
+AXES = AUDIT_AXES
+# the defaults of params.yaml's audit section (rubriclab._params_schema.Audit, their one definition); the checks'
+# bounds are filled in by bounds_of
+DEFAULTS: dict[str, Any] = {**Audit().model_dump(exclude={"sources", "axes", "pool_size", "heldout_size",
+                                                          "out_of_domain", "confidence", "tie_credit",
+                                                          "alpha_orientation"}),
+                            "paraphrase_check": {}, "attack_check": {}}
 
 
 def check_axes(axes: list[str] | tuple[str, ...]) -> tuple[str, ...]:

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rubriclab._params_schema import Recorded, RecordedCalibrate
 from rubriclab.calibrate._calibrate import calibrate
 from rubriclab.calibrate._table import verdict_table
 from rubriclab.errors import RubricLabError
@@ -17,16 +18,19 @@ from rubriclab.errors import RubricLabError
 METHODS = ("labels_only", "judge_only", "ppi", "isotonic")
 
 
+_C = RecordedCalibrate()  # recorded.calibrate's defaults (rubriclab._params_schema, docs there)
+
+
 @dataclass(frozen=True)
 class CellSettings:
     """``recorded.calibrate`` in params.yaml."""
 
-    label_fraction: float = 0.1
-    seed: int = 0
-    lam: float | None = 1.0  # ppi_py's λ (1: plain PPI; None: power-tuned PPI++)
-    order: str = "both"
-    none: str = "half"
-    confidence: float = 0.95
+    label_fraction: float = _C.label_fraction
+    seed: int = _C.seed
+    lam: float | None = _C.lam  # ppi_py's λ (1: plain PPI; None: power-tuned PPI++)
+    order: str = _C.order
+    none: str = _C.none
+    confidence: float = Recorded().confidence
 
 
 def calibrate_cells(recorded: Any, cells: list[tuple[str, str]], settings: CellSettings

@@ -10,9 +10,10 @@ from rubriclab.errors import ConfigError
 
 def load_recorded(source: str, project: Path, params: dict | None = None, fmt: str | None = None):
     """Read ``source`` with ``rubriclab.recorded.read_source``."""
+    from rubriclab._params_schema import given
     from rubriclab.recorded import SHIPPED_FORMATS, read_source
 
-    params = params or {}
+    params = given(params) or {}
     sources = (params.get("recorded") or {}).get("sources") or {}
     if source in sources and fmt is None:
         return read_source(sources[source], project, source, params)

@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from rubriclab._params_schema import NONE_POLICIES, ORDER_CHOICES
 from rubriclab.errors import ConfigError, InputError
 
 TARGET = "preference rate of response 1 (human), ties half = win rate of the system that wrote response 1"
 COLUMNS = ("pair_id", "verdict", "human")
-NONE_POLICIES = ("half", "exclude")
-ORDER_CHOICES = ("both", "original", "swapped")
 _VALUE = {"1": 1.0, "2": 0.0, "tie": 0.5}  # a choice or a label → the target's number
 
 

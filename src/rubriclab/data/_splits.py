@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
+from rubriclab._params_schema import Data, Premise, RipdSetting
 from rubriclab.data._clean import max_chars_of
 from rubriclab.data._io import write_splits
 from rubriclab.data._loaders import LoadResult, load_source_detailed
@@ -23,8 +24,8 @@ OPTIONAL_SPLITS = {"dev": 0}
 RIPD_SPLITS = ("train", "val", "test")
 # PReMISE paper sizes. The paper names a development split for refinement but not its size: it is 0 unless
 # set (data.premise.dev), so params written before it existed keep their splits; `repair` asks for it.
-PREMISE_DEFAULTS = {"extraction": 1000, "audit": 500, "heldout": 3000, "dev": 0}
-RIPD_DEFAULTS = {"train": 1000, "val": 1000, "test": 1000}  # RIPD paper sizes, per side
+PREMISE_DEFAULTS = Premise().model_dump(exclude={"sources"})  # rubriclab._params_schema: the one definition
+RIPD_DEFAULTS = {k: RipdSetting.model_fields[k].default for k in ("train", "val", "test")}  # per side
 
 
 def allocate(available: int, sizes: dict[str, int]) -> dict[str, int]:
@@ -163,7 +164,7 @@ def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = 
     (not loaded; a warning each, see :func:`unused_sources`).
     """
     out_dir = Path(out_dir)
-    seed = data_params.get("seed", 42)
+    seed = data_params.get("seed", Data.model_fields["seed"].default)
     sources = data_params.get("sources") or {}
     premise = dict(data_params.get("premise") or {})
     ripd = dict(data_params.get("ripd") or {})

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rubriclab._params_schema import Discover
 from rubriclab.data import Pair
 from rubriclab.discover._consolidate import Node, consolidate, nodes_from_candidates
 from rubriclab.discover._extract import extract_candidates
@@ -22,11 +23,8 @@ from rubriclab.llm import Gateway, RoleSpec, embed_texts
 from rubriclab.llm._store import CallStore
 from rubriclab.rubrics import Criterion, RubricSet
 
-DEFAULTS: dict[str, Any] = {
-    "max_pairs": 1000, "min_criteria": 5, "max_criteria": 15, "k": 20, "target_size": 40, "cluster_size": 20,
-    "max_levels": 10, "batch_size": 150, "min_split": 4, "n_min": 10, "min_pairs": 3, "mmr_lambda": 0.7,
-    "min_description_words": 20, "min_candidate_words": 4, "identical_limit": 0.5, "pref_rank": {"pool": 40, "max_pairs": 1000, "mode": "score"},
-}
+# params.yaml's discover defaults (rubriclab._params_schema.Discover, their one definition) under the stage's cfg
+DEFAULTS: dict[str, Any] = Discover().model_dump(exclude={"datasets", "task_derived", "imported_dir"})
 
 
 @dataclass

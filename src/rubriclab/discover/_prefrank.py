@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from rubriclab._params_schema import PREF_RANK_MODES
 from rubriclab.data import Pair
 from rubriclab.errors import ConfigError
 from rubriclab.llm import CallRequest, Gateway, RoleSpec, distinct_draws, load_prompt, score_parser, yes_no_gap
 from rubriclab.rubrics import Criterion
 
-MODES = ("score", "yes_no")
+MODES = PREF_RANK_MODES
 
 
 def score_requests(criteria: list[Criterion], pairs: list[Pair], role: RoleSpec, mode: str,

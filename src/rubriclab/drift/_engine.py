@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rubriclab._params_schema import DRIFT_METHODS, Data, Drift, Params
 from rubriclab.data import Pair, stable_hash
 from rubriclab.drift._refine import check_candidate
 from rubriclab.errors import ConfigError, InputError
@@ -22,52 +23,45 @@ from rubriclab.rubrics import JudgeTemplate
 
 SPLITS = ("train", "val", "test")
 DOMAINS = ("bench", "target")
-METHODS = ("seed", "random", "icl", "textgrad", "ours")
+METHODS = DRIFT_METHODS
+_D = Drift()  # the defaults: rubriclab._params_schema.Drift (docs and paper values there)
 
 
 @dataclass(frozen=True)
 class DriftSettings:
-    """Every knob of the search and its baselines (``drift:`` in params.yaml); [paper defaults] in comments."""
+    """Every knob of the search and its baselines (``drift:`` in params.yaml), flat; built by ``of``."""
 
-    methods: tuple[str, ...] = METHODS
-    val_budget: int = 30          # candidates each method evaluates on val [30]
-    refill: int = 2               # invalid/repeated proposals are replaced by up to refill × val_budget more
-    population: int = 12          # initial few-shot ICL population [12]
-    rounds: int = 4               # T [4]
-    subsample: float = 0.2        # share of each train split judged per round [20%]
-    eps_train: float = 0.05       # ε_train [0.05]
-    top_k: int = 10               # k kept per round [10]
-    children: int = 4             # t refined children per kept rubric [4]
-    cases_bench: int = 4          # benchmark error cases per refinement prompt [not given]
-    cases_target: int = 4         # target agreements (shown as errors) per refinement prompt [not given]
-    max_chars: int = 600          # each response cut to this many characters in the rewriting prompts
-    tg_bench: int = 2             # TextGrad mini-batch: benchmark cases [2]
-    tg_target: int = 4            # TextGrad mini-batch: target cases [4]
-    tg_rollback: int = 3          # revert to the best prompt after this many infeasible steps [3]
-    samples: int = 1              # judge draws per verdict (majority)
-    tie_credit: float = 0.5       # agreement credit of a tied verdict [0.5, "used throughout the paper"]
-    n_boot: int = 1000
-    confidence: float = 0.95
-    seed: int = 42
+    methods: tuple[str, ...] = tuple(_D.methods)
+    val_budget: int = _D.val_budget
+    refill: int = _D.refill
+    population: int = _D.search.population
+    rounds: int = _D.search.rounds
+    subsample: float = _D.search.subsample
+    eps_train: float = _D.search.eps_train
+    top_k: int = _D.search.top_k
+    children: int = _D.search.children
+    cases_bench: int = _D.cases.bench
+    cases_target: int = _D.cases.target
+    max_chars: int = _D.max_chars
+    tg_bench: int = _D.textgrad.bench_batch
+    tg_target: int = _D.textgrad.target_batch
+    tg_rollback: int = _D.textgrad.rollback
+    samples: int = _D.samples
+    tie_credit: float = _D.tie_credit
+    n_boot: int = _D.n_boot
+    confidence: float = _D.confidence
+    seed: int = Data().seed
 
     @classmethod
-    def from_params(cls, cfg: Mapping[str, Any] | None, data_seed: int = 42, **override: Any) -> DriftSettings:
-        cfg = dict(cfg or {})
-        search, tg, cases = dict(cfg.get("search") or {}), dict(cfg.get("textgrad") or {}), dict(cfg.get("cases") or {})
-        values: dict[str, Any] = {"seed": int(data_seed)}
-        for key in ("val_budget", "refill", "samples", "tie_credit", "n_boot", "confidence", "max_chars"):
-            if key in cfg:
-                values[key] = cfg[key]
-        if "methods" in cfg:
-            values["methods"] = tuple(cfg["methods"])
-        for key in ("population", "rounds", "subsample", "eps_train", "top_k", "children"):
-            if key in search:
-                values[key] = search[key]
-        values.update({k: v for k, v in {"cases_bench": cases.get("bench"), "cases_target": cases.get("target"),
-                                         "tg_bench": tg.get("bench_batch"), "tg_target": tg.get("target_batch"),
-                                         "tg_rollback": tg.get("rollback")}.items() if v is not None})
-        values.update(override)
-        return cls(**values)
+    def of(cls, drift: Drift | Mapping[str, Any] | None, seed: int, **override: Any) -> DriftSettings:
+        """The ``drift`` section (typed, or a mapping validated as params.yaml's) with the data seed."""
+        d = drift if isinstance(drift, Drift) else Params.of({"drift": dict(drift or {})}).drift
+        return cls(**{"methods": tuple(d.methods), "val_budget": d.val_budget, "refill": d.refill,
+                      **d.search.model_dump(), "cases_bench": d.cases.bench, "cases_target": d.cases.target,
+                      "max_chars": d.max_chars, "tg_bench": d.textgrad.bench_batch,
+                      "tg_target": d.textgrad.target_batch, "tg_rollback": d.textgrad.rollback,
+                      "samples": d.samples, "tie_credit": d.tie_credit, "n_boot": d.n_boot,
+                      "confidence": d.confidence, "seed": int(seed), **override})
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in METHODS]

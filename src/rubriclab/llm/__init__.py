@@ -50,6 +50,9 @@ DEFAULT_STORE = ".rubriclab/calls.sqlite"
 
 def store_location(params: dict[str, Any], project_dir: Path) -> str:
     """Where the call store lives: ``llm.store`` (path or URL), relative paths under the project."""
+    from rubriclab._params_schema import given
+
+    params = given(params)
     loc = str((params.get("llm") or {}).get("store") or DEFAULT_STORE)
     if "://" in loc or Path(loc).is_absolute():
         return loc
@@ -65,6 +68,9 @@ def prepare_roles(roles: dict[str, RoleSpec | list[RoleSpec]]) -> None:
 def gateway_from_params(params: dict[str, Any], stage: str, project_dir: Path, progress: bool = True) -> TalliedGateway:
     """A gateway on the project's call store, with providers for the configured roles registered. It tallies its
     results per role, so the stage ends with ``check_calls(gateway)`` (failed calls → non-zero exit)."""
+    from rubriclab._params_schema import given
+
+    params = given(params)
     prepare_roles(roles_from_params(params))
     llm = params.get("llm") or {}
     return TalliedGateway(open_store(store_location(params, project_dir)), stage=stage, progress=progress,

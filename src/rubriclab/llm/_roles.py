@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from rubriclab._params_schema import RoleDefaults, RoleFields, Roles
 from rubriclab.errors import ConfigError
 from rubriclab.secrets import (
     is_env_ref,
@@ -21,16 +22,11 @@ from rubriclab.secrets import (
 # align: policy (a Hugging Face model trained by DPO, loaded by transformers in rubriclab.align, never through
 # litellm: local/smollm2-135m, hf/<org>/<name> or a checkpoint folder), reward (hf/<id>: a sequence-classification
 # reward model; any other model: a pointwise 1-10 judge through the gateway), pairwise_judge (the third party).
-ROLES = (
-    "judge", "extractor", "consolidator", "paraphraser", "attacker", "verifier", "refiner", "generator", "embedder",
-    "evaluator", "policy", "reward", "pairwise_judge",
-)
+ROLES = tuple(Roles.model_fields)  # rubriclab._params_schema.Roles: the one list
 # roles whose model transformers loads in-process (not a litellm chat model)
 HF_ROLES = ("policy",)
-_FIELDS = {
-    "model", "temperature", "max_tokens", "top_p", "timeout", "concurrency", "rpm", "tpm", "max_retries",
-    "parse_retries", "api_base", "api_key_env", "seed", "structured", "extra", "max_failure_share",
-}
+_FIELDS = set(RoleFields.model_fields)
+_D = RoleDefaults()  # llm.defaults' defaults (rubriclab._params_schema.RoleDefaults, docs there)
 
 
 @dataclass(frozen=True)
@@ -39,22 +35,22 @@ class RoleSpec:
 
     name: str
     model: str
-    temperature: float = 0.0
-    max_tokens: int = 512
-    top_p: float | None = None
-    timeout: float = 120.0
-    concurrency: int = 8
-    rpm: float | None = None
-    tpm: float | None = None
-    max_retries: int = 6
-    parse_retries: int = 2
-    api_base: str | None = None
-    api_key_env: str | None = None  # name of the env var holding the key; the value is never stored
-    seed: int = 0
-    structured: bool | None = None  # answer fixed-format prompts as schema-constrained JSON; None: local models
+    temperature: float = _D.temperature
+    max_tokens: int = _D.max_tokens
+    top_p: float | None = _D.top_p
+    timeout: float = _D.timeout
+    concurrency: int = _D.concurrency
+    rpm: float | None = _D.rpm
+    tpm: float | None = _D.tpm
+    max_retries: int = _D.max_retries
+    parse_retries: int = _D.parse_retries
+    api_base: str | None = _D.api_base
+    api_key_env: str | None = _D.api_key_env  # name of the env var holding the key; the value is never stored
+    seed: int = _D.seed
+    structured: bool | None = _D.structured  # schema-constrained JSON for fixed-format prompts; None: local models
     extra: dict[str, Any] = field(default_factory=dict)
     # a stage fails when more of this role's calls than this share end in an error (rubriclab.llm._failures)
-    max_failure_share: float = 0.5
+    max_failure_share: float = _D.max_failure_share
 
     def with_(self, **changes: Any) -> RoleSpec:
         """A copy with some fields changed (e.g. ``temperature=0.7`` for re-runs)."""
@@ -144,6 +140,9 @@ def role_from_dict(name: str, spec: dict[str, Any] | str, defaults: dict[str, An
 
 def roles_from_params(params: dict[str, Any]) -> dict[str, RoleSpec | list[RoleSpec]]:
     """All roles under ``llm.roles`` (with ``llm.defaults`` applied)."""
+    from rubriclab._params_schema import given
+
+    params = given(params)
     llm = params.get("llm") or {}
     roles = llm.get("roles") or {}
     defaults = llm.get("defaults") or {}

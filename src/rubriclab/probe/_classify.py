@@ -37,6 +37,7 @@ from sklearn.naive_bayes import MultinomialNB
 from sklearn.pipeline import Pipeline
 from sklearn.utils.class_weight import compute_sample_weight
 
+from rubriclab._params_schema import PROBE_MODELS as SCHEMA_PROBE_MODELS
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.probe._metrics import (
     COUNT_METRICS,
@@ -48,7 +49,7 @@ from rubriclab.probe._metrics import (
     paired_metric_difference,
 )
 
-PROBE_MODELS = ("majority", "nb", "lr", "embed")
+PROBE_MODELS = SCHEMA_PROBE_MODELS
 REQUIRED_COLUMNS = ("item_id", "record_id", "criterion", "label")
 GROUPINGS = {"record+text": "record-text clusters", "record": "records"}  # group_by -> resampling unit
 ENCODER_ERROR = ("probe.encoder is set, but fine-tuning an encoder needs a GPU; set probe.encoder: null "

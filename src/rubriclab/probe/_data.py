@@ -36,6 +36,7 @@ from typing import Any
 
 import pandas as pd
 
+from rubriclab._params_schema import ITEM_FORMATS as SCHEMA_ITEM_FORMATS
 from rubriclab.data._io import _jsonl_rows
 from rubriclab.data._parsers import render_messages
 from rubriclab.errors import ConfigError, InputError
@@ -53,7 +54,7 @@ RUBRIC_ITEM_COLUMNS = [
     "response_source",
 ]
 
-ITEM_FORMATS = ("auto", "healthbench", "researchrubrics")
+ITEM_FORMATS = SCHEMA_ITEM_FORMATS
 DEMO_ITEM_SETS = ("healthbench", "researchrubrics")
 PAIR_SIDES = ("chosen", "rejected")
 

@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
+from rubriclab._params_schema import Recorded
 from rubriclab.errors import ConfigError
 from rubriclab.recorded._agreement import (
     alpha_from_parts,
@@ -68,17 +69,20 @@ MIN_MAJORITY_JUDGES = 3
 _LIST_LINE = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+\S", re.MULTILINE)
 
 
+_R = Recorded()  # recorded.*'s defaults (rubriclab._params_schema.Recorded, docs there)
+
+
 @dataclass(frozen=True)
 class Settings:
     """How the analysis counts and what its intervals are (``recorded.*`` in params.yaml)."""
 
-    confidence: float = 0.95
-    n_boot: int = 2000
-    seed: int = 0
-    alpha: float = 0.05
-    power: float = 0.8
-    tie_credit: float = 0.0
-    baseline: str | None = None  # within a judge: compare this condition with each other one (None: every pair)
+    confidence: float = _R.confidence
+    n_boot: int = _R.n_boot
+    seed: int = _R.seed
+    alpha: float = _R.alpha
+    power: float = _R.power
+    tie_credit: float = _R.tie_credit
+    baseline: str | None = _R.baseline  # within a judge: compare this condition with each other one (None: every pair)
     # named contrasts (name, a, b): Δ = a − b within each judge, one BH family per metric over judges × contrasts
     # (None: the importer's own, e.g. LLMBar's rules and Metrics contrasts; (): none)
     contrasts: tuple[tuple[str, str, str], ...] | None = None

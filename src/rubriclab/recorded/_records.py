@@ -23,13 +23,14 @@ from typing import Any
 
 import pandas as pd
 
+from rubriclab._params_schema import RECORDED_FORMATS
 from rubriclab.errors import InputError
 
 VERDICTS = ("first", "second", "tie", "none")
 ORDERS = ("original", "swapped")
 CHOICES = ("1", "2", "tie", "none")
 LABELS = ("1", "2", "tie")
-FORMATS = ("llmbar", "pandalm", "table", "mlflow", "store")
+FORMATS = RECORDED_FORMATS
 
 _TO_CHOICE = {
     ("original", "first"): "1", ("original", "second"): "2",

@@ -68,6 +68,9 @@ def read_source(spec: dict[str, Any], project: Path, name: str, params: dict[str
     """Read ``recorded.sources.<name>``: ``{path, format, …}`` (relative paths from the project folder;
     ``shipped:<set>`` a set shipped with the package, e.g. ``shipped:llmbar_natural``). ``params`` (the whole
     params.yaml) is needed by ``format: store`` only (the judge role, the store, the data seed)."""
+    from rubriclab._params_schema import given
+
+    params = given(params)
     if not isinstance(spec, dict) or "path" not in spec or "format" not in spec:
         raise ConfigError(f"params.yaml: recorded.sources.{name}: expected a mapping with path and format "
                           f"({', '.join(FORMATS)})")

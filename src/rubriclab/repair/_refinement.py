@@ -16,18 +16,19 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from rubriclab._params_schema import Audit, Params, Repair
 from rubriclab.audit import AuditContext, audit_adversarial, audit_reliability
-from rubriclab.audit._validity import ATTACK_BOUNDS, bounds_of
 from rubriclab.data import Pair
 from rubriclab.errors import ConfigError
 from rubriclab.llm import RoleSpec
 from rubriclab.repair._accept import select
 from rubriclab.repair._evaluate import evaluate_criterion, evaluate_set
-from rubriclab.repair._operators import check_operator_names, operator_subsets
+from rubriclab.repair._operators import operator_subsets
 from rubriclab.repair._packets import failure_packets, plan_subsets
 from rubriclab.repair._refine import propose
 from rubriclab.rubrics import BudgetLimits, RubricSet
 
+_A, _R = Audit(), Repair()  # the defaults: rubriclab._params_schema (docs and paper values there)
 
 def parse_delta(value: Any) -> float:
     """A tolerance δ ≥ 0 from params: a number, or inf / .inf / "inf" / "infinity" for the unconstrained point."""
@@ -50,19 +51,19 @@ def delta_label(d: float) -> str:
 class RepairSettings:
     """Sizes and rules of one refinement; the pool settings are the audit's, so packets reuse its calls."""
 
-    pool_runs: int = 5
-    pool_run_temperature: float = 0.7
-    pool_attacks: int = 500
-    n_attacks: int = 500
-    tau: float = 7.0
-    baseline_reference: str = "other"
-    per_kind: int = 3
-    margin: float = 1.0
-    unstable_spread: float = 4.0
-    max_chars: int = 400
-    max_operators: int = 2
-    operators: tuple[str, ...] | None = None
-    max_criteria: int | None = None
+    pool_runs: int = _A.runs
+    pool_run_temperature: float = _A.run_temperature
+    pool_attacks: int = _A.n_attacks
+    n_attacks: int = _R.n_attacks
+    tau: float = float(_A.tau)
+    baseline_reference: str = _A.baseline_reference
+    per_kind: int = _R.packet.per_kind
+    margin: float = _R.packet.margin
+    unstable_spread: float = _R.packet.unstable_spread
+    max_chars: int = _R.packet.max_chars
+    max_operators: int = _R.max_operators
+    operators: tuple[str, ...] | None = None  # None: all
+    max_criteria: int | None = _R.max_criteria
     limits: BudgetLimits = field(default_factory=BudgetLimits)
     # audit.attack_check as sorted items (the settings stay hashable): what counts as an attack response
     attack_check: tuple[tuple[str, float], ...] = ()
@@ -73,27 +74,24 @@ class RepairSettings:
         return dict(self.attack_check) or None
 
     @classmethod
-    def from_params(cls, repair: dict[str, Any], audit: dict[str, Any]) -> RepairSettings:
-        packet = dict(repair.get("packet") or {})
-        ops = repair.get("operators")
-        return cls(pool_runs=int(audit.get("runs", 5)), pool_run_temperature=float(audit.get("run_temperature", 0.7)),
-                   pool_attacks=int(audit.get("n_attacks", 500)), n_attacks=int(repair.get("n_attacks", 500)),
-                   tau=float(audit.get("tau", 7)), baseline_reference=str(audit.get("baseline_reference", "other")),
-                   per_kind=int(packet.get("per_kind", 3)), margin=float(packet.get("margin", 1.0)),
-                   unstable_spread=float(packet.get("unstable_spread", 4.0)),
-                   max_chars=int(packet.get("max_chars", 400)), max_operators=int(repair.get("max_operators", 2)),
-                   operators=check_operator_names(list(ops), "repair.operators") if ops else None,
-                   max_criteria=repair.get("max_criteria"),
-                   limits=BudgetLimits.from_mapping(repair.get("budget")),
-                   attack_check=_attack_check(audit.get("attack_check")))
-
-
-def _attack_check(given: Any) -> tuple[tuple[str, float], ...]:
-    # refuse a typo before any call, as the audit does; keep only what the user set, as the audit passes it
-    if given is not None and not isinstance(given, dict):
-        raise ConfigError(f"audit.attack_check: {given!r}; expected a mapping of {', '.join(ATTACK_BOUNDS)}")
-    bounds_of(ATTACK_BOUNDS, given, "audit.attack_check")
-    return tuple(sorted((given or {}).items()))
+    def of(cls, repair: Repair | dict[str, Any] | None, audit: Audit | dict[str, Any] | None) -> RepairSettings:
+        """The ``repair`` and ``audit`` sections (typed, or mappings validated as params.yaml's)."""
+        if not isinstance(repair, Repair) or not isinstance(audit, Audit):
+            p = Params.of({"repair": repair.model_dump(exclude_unset=True) if isinstance(repair, Repair)
+                           else dict(repair or {}),
+                           "audit": audit.model_dump(exclude_unset=True) if isinstance(audit, Audit)
+                           else dict(audit or {})})
+            repair, audit = p.repair, p.audit
+        packet, ops = repair.packet, repair.operators
+        return cls(pool_runs=int(audit.runs), pool_run_temperature=float(audit.run_temperature),
+                   pool_attacks=int(audit.n_attacks), n_attacks=int(repair.n_attacks), tau=float(audit.tau),
+                   baseline_reference=str(audit.baseline_reference), per_kind=int(packet.per_kind),
+                   margin=float(packet.margin), unstable_spread=float(packet.unstable_spread),
+                   max_chars=int(packet.max_chars), max_operators=int(repair.max_operators),
+                   operators=tuple(ops) if ops else None,  # [] or null: all seven
+                   max_criteria=repair.max_criteria, limits=BudgetLimits(**repair.budget.model_dump()),
+                   # what the user set, as the audit passes it (its bounds fill in the rest)
+                   attack_check=tuple(sorted(audit.attack_check.model_dump(exclude_unset=True).items())))
 
 
 def _subsets(settings: RepairSettings) -> list[tuple[str, ...]]:

@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from rubriclab._params_schema import NESTED_CONDITIONAL_SCOPES, Budget
 from rubriclab.errors import ConfigError
 from rubriclab.rubrics._records import Criterion, RubricSet
 
@@ -44,23 +45,26 @@ RULES = (
 )
 
 
+_B = Budget()  # repair.budget's defaults (rubriclab._params_schema.Budget): the paper's
+
+
 @dataclass(frozen=True)
 class BudgetLimits:
     """Limits of the structural budget; defaults are the paper's."""
 
-    max_words: int = 150
-    max_first_paragraph_words: int = 60
-    allow_nested_conditionals: bool = False
-    nested_conditional_scope: str = "first_paragraph"
-    max_anti_gaming_clauses: int = 2
-    max_anti_gaming_clause_words: int = 40
-    max_applicability_gates: int = 1
-    max_numbered_items: int = 3
-    allow_nested_items: bool = False
-    require_prompt_agnostic: bool = True
+    max_words: int = _B.max_words
+    max_first_paragraph_words: int = _B.max_first_paragraph_words
+    allow_nested_conditionals: bool = _B.allow_nested_conditionals
+    nested_conditional_scope: str = _B.nested_conditional_scope
+    max_anti_gaming_clauses: int = _B.max_anti_gaming_clauses
+    max_anti_gaming_clause_words: int = _B.max_anti_gaming_clause_words
+    max_applicability_gates: int = _B.max_applicability_gates
+    max_numbered_items: int = _B.max_numbered_items
+    allow_nested_items: bool = _B.allow_nested_items
+    require_prompt_agnostic: bool = _B.require_prompt_agnostic
 
     def __post_init__(self) -> None:
-        if self.nested_conditional_scope not in ("first_paragraph", "all"):
+        if self.nested_conditional_scope not in NESTED_CONDITIONAL_SCOPES:
             raise ConfigError(
                 f"budget nested_conditional_scope is {self.nested_conditional_scope!r}; expected 'first_paragraph' or 'all'"
             )

@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 
 from rubriclab import atomic
+from rubriclab._params_schema import Params, given
 from rubriclab.align import (
     REGIME_LABELS,
     REGIMES,
-    TIE_CREDIT,
     DPOSettings,
     best_of_n,
     comparisons_for,
@@ -50,7 +50,7 @@ from rubriclab.align import (
 )
 from rubriclab.align._plots import curves_figure, win_rate_figure
 from rubriclab.audit import to_markdown
-from rubriclab.config import find_project_dir, get, load_params
+from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.judging import load_pairwise_rubric
@@ -91,7 +91,8 @@ def load_rubrics(project: Path, cfg: dict[str, Any], setting: str, seed_file: Pa
 
 def align_context(params: dict[str, Any], project: Path, setting: str, *, seed_file: Path | None = None,
                   biased_file: Path | None = None, out_dir: Path | None = None) -> dict[str, Any]:
-    cfg = dict(get(params, "align", {}) or {})
+    p, params = Params.of(params), given(params)
+    cfg = dict(params.get("align") or {})
     roles = roles_from_params(params)
     for needed in ("judge", "policy", "reward", "pairwise_judge"):
         if needed not in roles:
@@ -101,16 +102,15 @@ def align_context(params: dict[str, Any], project: Path, setting: str, *, seed_f
     used = {"judge (labels)": judge.model, "policy": policy.model, "reward": reward.model,
             "pairwise_judge (third party)": third.model}
     embedded = sorted(k for k, m in used.items() if m.startswith("local/"))
-    third_tpl = load_pairwise_rubric(_path(project, cfg.get("third_party_template")
-                                           or "experiments/align/rewardbench_pairwise.json"))
+    third_tpl = load_pairwise_rubric(_path(project, p.align.third_party_template))
     return {
-        "params": params, "project": project, "setting": setting, "cfg": cfg,
-        "seed": int(get(params, "data.seed", 42)), "out": out_dir or project / "outputs/align" / setting,
+        "params": params, "project": project, "setting": setting, "cfg": cfg, "align": p.align,
+        "seed": p.data.seed, "out": out_dir or project / "outputs/align" / setting,
         "adhoc": out_dir is not None, "judge": judge, "policy": policy, "reward": reward, "third": third,
         "third_rubric": third_tpl, "models": used, "embedded": embedded,
-        "templates_dir": get(params, "llm.templates_dir", None),
+        "templates_dir": p.llm.templates_dir,
         "rubrics": load_rubrics(project, cfg, setting, seed_file, biased_file),
-        "regimes": tuple(cfg.get("regimes") or REGIMES),
+        "regimes": tuple(p.align.regimes or REGIMES),
         "cache_dir": project / ".rubriclab/models",
     }
 
@@ -131,19 +131,19 @@ def _gateway(ctx: dict[str, Any]) -> Any:
 
 def tie_credit(ctx: dict[str, Any]) -> float:
     """The stage's one tie rule (``align.evaluate.tie_credit``, the paper's 0.5): label agreement and win rates."""
-    return float((ctx["cfg"].get("evaluate") or {}).get("tie_credit", TIE_CREDIT))
+    return float(ctx["align"].evaluate.tie_credit)
 
 
 # -- label -----------------------------------------------------------------------------------------------------
 def run_label(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
-    cfg = dict(ctx["cfg"].get("label") or {})
-    n = cfg.get("pairs")
+    cfg = ctx["align"].label
+    n = cfg.pairs
     by_domain = {d: _split(ctx["project"], ctx["setting"], d, "train", n) for d in DOMAINS}
     pairs = [p for d in DOMAINS for p in by_domain[d]]
     domain_of = {p.id: d for d in DOMAINS for p in by_domain[d]}
     rubrics = {name: r["rubric"] for name, r in ctx["rubrics"].items()}
     judged = label_pairs(rubrics, pairs, gateway=_gateway(ctx), judge=ctx["judge"], seed=ctx["seed"],
-                         samples=int(cfg.get("samples", 1)), templates_dir=ctx["templates_dir"])
+                         samples=int(cfg.samples), templates_dir=ctx["templates_dir"])
     judged["domain"] = judged["pair_id"].map(domain_of)  # bench / target, whatever the source calls its domain
     out = ctx["out"] / "labels"
     out.mkdir(parents=True, exist_ok=True)
@@ -160,8 +160,8 @@ def run_label(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
                                  **{k: int(((judged["rubric"] == name) & (judged["domain"] == d)
                                             & (judged["status"] == k)).sum()) for k in dropped}}
     agreement = label_agreement(judged, "seed", "biased", tie_credit=tie_credit(ctx),
-                                n_boot=int(ctx["cfg"].get("n_boot", 1000)),
-                                confidence=float(ctx["cfg"].get("confidence", 0.95)), seed=ctx["seed"])
+                                n_boot=int(ctx["align"].n_boot), confidence=float(ctx["align"].confidence),
+                                seed=ctx["seed"])
     atomic.write_csv(agreement, ctx["out"] / "label_agreement.csv", index=False)
     count_frame = pd.DataFrame([{"rubric": r, "domain": d, **c} for (r, d), c in counts.items()])
     atomic.write_csv(count_frame, ctx["out"] / "label_counts.csv", index=False)
@@ -199,7 +199,7 @@ def adapter_dir(ctx: dict[str, Any], rubric: str, regime: str) -> Path:
 
 def run_train(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
     require_align()
-    settings = DPOSettings.from_params(ctx["cfg"].get("dpo"), seed=ctx["seed"])
+    settings = DPOSettings.of(ctx["align"].dpo, ctx["seed"])
     source = policy_source(ctx["policy"].model, ctx["cache_dir"])
     out = ctx["out"] / "training"
     out.mkdir(parents=True, exist_ok=True)
@@ -259,9 +259,9 @@ def run_train(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
 # -- evaluate --------------------------------------------------------------------------------------------------
 def run_evaluate(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
     require_align()
-    cfg = dict(ctx["cfg"].get("evaluate") or {})
-    n_prompts, n = cfg.get("prompts"), int(cfg.get("n", 4))
-    device = pick_device(str((ctx["cfg"].get("dpo") or {}).get("device", "auto")))
+    cfg = ctx["align"].evaluate
+    n_prompts, n = cfg.prompts, int(cfg.n)
+    device = pick_device(str(ctx["align"].dpo.device))
     prompts = []
     for d in DOMAINS:
         seen: dict[str, None] = {}
@@ -287,8 +287,8 @@ def run_evaluate(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
     texts = [p["prompt"] for p in prompts]
     for name, adapter in policies.items():
         model = load_policy(source, adapter=adapter, device=device)  # a LoRA adapter or a full checkpoint
-        cand = generate_candidates(model, tokenizer, texts, n=n, temperature=float(cfg.get("temperature", 0.7)),
-                                   top_p=float(cfg.get("top_p", 0.9)), max_new_tokens=int(cfg.get("max_new_tokens", 256)),
+        cand = generate_candidates(model, tokenizer, texts, n=n, temperature=float(cfg.temperature),
+                                   top_p=float(cfg.top_p), max_new_tokens=int(cfg.max_new_tokens),
                                    seed=ctx["seed"])
         meta = pd.DataFrame(prompts).iloc[cand["prompt_index"]].reset_index(drop=True)
         frames.append(pd.concat([meta, cand], axis=1).assign(policy=name))
@@ -313,9 +313,9 @@ def run_evaluate(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
             ignore_index=True)
     atomic.write_csv(best, out / "best_of_n.csv", index=False)
     comps = comparisons_for(ctx["regimes"], RUBRICS)
-    n_boot, conf, tie = int(ctx["cfg"].get("n_boot", 1000)), float(ctx["cfg"].get("confidence", 0.95)), tie_credit(ctx)
+    n_boot, conf, tie = int(ctx["align"].n_boot), float(ctx["align"].confidence), tie_credit(ctx)
     judged = judge_outcomes(best, comps, gateway=_gateway(ctx), judge=ctx["third"], rubric=ctx["third_rubric"],
-                            seed=ctx["seed"], samples=int(cfg.get("judge_samples", 1)), tie_credit=tie,
+                            seed=ctx["seed"], samples=int(cfg.judge_samples), tie_credit=tie,
                             templates_dir=ctx["templates_dir"])
     rewarded = reward_outcomes(best, comps, tie_credit=tie)
     atomic.write_csv(judged, out / "judge_outcomes.csv", index=False)
@@ -385,7 +385,7 @@ def _top_ties(best: pd.DataFrame) -> str:
 
 def summarize(ctx: dict[str, Any], labels: dict[str, Any] | None, train: dict[str, Any] | None,
               evaluation: dict[str, Any] | None) -> tuple[str, dict[str, Any]]:
-    conf, n_boot = float(ctx["cfg"].get("confidence", 0.95)), int(ctx["cfg"].get("n_boot", 1000))
+    conf, n_boot = float(ctx["align"].confidence), int(ctx["align"].n_boot)
     md = [f"# Propagation through DPO: {ctx['setting']}", ""]
     md += ["Models: " + "; ".join(f"{k} = {v}" for k, v in ctx["models"].items()), ""]
     note = embedded_note(ctx["embedded"])
@@ -429,10 +429,10 @@ def summarize(ctx: dict[str, Any], labels: dict[str, Any] | None, train: dict[st
             if r.get("steps"):
                 metrics[f"train.{r['policy']}.loss_last"] = r["loss_last"]
     if evaluation is not None:
-        cfg = dict(ctx["cfg"].get("evaluate") or {})
+        cfg = ctx["align"].evaluate
         c = evaluation["candidates"]
-        md += ["## Policy evaluation", "", f"Best-of-{int(cfg.get('n', 4))} (T={cfg.get('temperature', 0.7)}, "
-               f"top-p={cfg.get('top_p', 0.9)}, ≤{cfg.get('max_new_tokens', 256)} new tokens) on "
+        md += ["## Policy evaluation", "", f"Best-of-{int(cfg.n)} (T={cfg.temperature}, "
+               f"top-p={cfg.top_p}, ≤{cfg.max_new_tokens} new tokens) on "
                f"{c['prompt_id'].nunique()} held-out prompts (the test splits), every policy with the same sampling "
                f"seed; the best candidate by the reward ({ctx['reward'].model}). Candidates cut off at the token limit: "
                f"{int(c['cut_off'].sum())} of {len(c)} (kept: that is what the policy says); reward scores failed: "
@@ -469,7 +469,8 @@ def run_align_stage(params: dict[str, Any], project: Path, setting: str, *, step
     ctx["out"].mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
     name = f"align@{setting}" + ("" if tuple(steps) == STEPS else ":" + "+".join(steps))
-    with stage_run("align", name, params, project, experiment=get(params, "tracking.experiment", "rubriclab"),
+    p = Params.of(params)
+    with stage_run("align", name, p.effective(), project, experiment=p.tracking.experiment,
                    tags={"models": "; ".join(f"{k}={v}" for k, v in ctx["models"].items()),
                          "embedded_model": str(bool(ctx["embedded"])), "setting": setting,
                          "adhoc": str(ctx["adhoc"])}) as run:

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from rubriclab import atomic
+from rubriclab._params_schema import Audit, Params, given
 from rubriclab.audit import (
     LEGEND,
     AuditContext,
@@ -27,7 +28,7 @@ from rubriclab.audit import (
     run_audit,
     to_markdown,
 )
-from rubriclab.config import find_project_dir, get, load_params
+from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.llm import check_calls, gateway_from_params
@@ -104,22 +105,22 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
     """Audit ``dataset``. The DVC stage writes ``outputs/audit/<dataset>`` and ``metrics/audit/<dataset>.json``;
     an ad-hoc audit (``out_dir`` given, e.g. from the CLI) writes only its own folder, so it never
     touches the pipeline's outputs."""
-    cfg = dict(get(params, "audit", {}))
-    names = list(sources if sources is not None else cfg.get("sources", []))
+    p, params = Params.of(params), given(params)
+    cfg, a = dict(params.get("audit") or {}), p.audit
+    names = list(sources if sources is not None else a.sources)
     rubric_sets = load_sources(project, dataset, names, rubric_files)
     if not rubric_sets:
         raise ConfigError("audit: no rubric source selected (audit.sources or --rubrics FILE)")
-    pool = _split(project, dataset, "audit", cfg.get("pool_size"))
-    heldout = _split(project, dataset, "heldout", cfg.get("heldout_size"))
-    ood_name = (cfg.get("out_of_domain") or {}).get(dataset)
-    ood = _split(project, ood_name, "audit", cfg.get("pool_size")) if ood_name else []
-    axes = tuple(axes or cfg.get("axes") or ("structure", "reliability", "fit", "adversarial"))
+    pool = _split(project, dataset, "audit", a.pool_size)
+    heldout = _split(project, dataset, "heldout", a.heldout_size)
+    ood_name = a.out_of_domain.get(dataset)
+    ood = _split(project, ood_name, "audit", a.pool_size) if ood_name else []
+    axes = tuple(axes or a.axes or Audit().axes)
     ctx, models = _context(params, project, f"audit@{dataset}")
     out = out_dir or project / "outputs/audit" / dataset
     out.mkdir(parents=True, exist_ok=True)
     embedded = bool(ctx.extra["embedded_roles"])
-    with stage_run("audit", f"audit@{dataset}", params, project,
-                   experiment=get(params, "tracking.experiment", "rubriclab"),
+    with stage_run("audit", f"audit@{dataset}", p.effective(), project, experiment=p.tracking.experiment,
                    tags={"dataset": dataset, "models": ", ".join(models), "sources": ", ".join(rubric_sets),
                          "embedded_model": str(embedded), "adhoc": str(out_dir is not None)}) as run:
         result = run_audit(rubric_sets, pool=pool, heldout=heldout, ood=ood, ctx=ctx, cfg=cfg, axes=axes)
@@ -205,9 +206,10 @@ def add_leakage(card: dict[str, dict[str, Any]], details: dict[str, Any], rubric
 
 
 def _settings(ctx: AuditContext, cfg: dict[str, Any]) -> dict[str, Any]:
-    return {"confidence": ctx.confidence, "n_boot": ctx.n_boot, "n_boot_paired": cfg.get("n_boot_paired"),
+    a = Audit.model_validate(cfg)  # the card shows the effective values (n_boot_paired: the one used)
+    return {"confidence": ctx.confidence, "n_boot": ctx.n_boot, "n_boot_paired": a.n_boot_paired,
             "seed": ctx.seed, "tie_credit": ctx.tie_credit, "alpha_orientation": ctx.alpha_orientation,
-            "baseline_reference": cfg.get("baseline_reference", "other"), "injection": bool(cfg.get("injection", True))}
+            "baseline_reference": a.baseline_reference, "injection": a.injection}
 
 
 def injection_table(card: dict[str, dict[str, Any]]) -> pd.DataFrame:

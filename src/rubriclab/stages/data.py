@@ -7,8 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab import atomic
-from rubriclab.config import find_project_dir, get, load_params
+from rubriclab._params_schema import Params, given
+from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import build_splits
+from rubriclab.errors import ConfigError
 from rubriclab.stages import run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 
@@ -57,11 +59,12 @@ def _plot(counts: dict[str, Any]):
 
 def run_data_stage(params: dict[str, Any], project_dir: Path) -> dict[str, Any]:
     """Build the splits under ``outputs/data`` and log the run; returns the report and flat counts."""
-    out = project_dir / OUT_DIR
-    sources = "+".join(get(params, "data.sources", {}).keys()) or "none"
-    with stage_run("data", f"data@{sources}", params, project_dir,
-                   experiment=get(params, "tracking.experiment", "rubriclab")) as run:
-        report = build_splits(get(params, "data"), out, base_dir=project_dir)
+    p, out = Params.of(params), project_dir / OUT_DIR
+    if "data" not in given(params):
+        raise ConfigError("params.yaml: missing key 'data'")
+    sources = "+".join(p.data.sources) or "none"
+    with stage_run("data", f"data@{sources}", p.effective(), project_dir, experiment=p.tracking.experiment) as run:
+        report = build_splits(given(params)["data"], out, base_dir=project_dir)
         counts = split_counts(report)
         run.log_metrics(counts)
         run.log_dict(report, "data_report.json")

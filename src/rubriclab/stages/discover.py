@@ -23,9 +23,10 @@ from typing import Any
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab.config import find_project_dir, get, load_params
+from rubriclab._params_schema import Params, given
+from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
-from rubriclab.discover import DEFAULTS, REASONS, discover, task_derived_rubric
+from rubriclab.discover import REASONS, discover, task_derived_rubric
 from rubriclab.errors import ConfigError
 from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
 from rubriclab.rubrics import load_rubric_file, save_rubric_set
@@ -92,7 +93,8 @@ def _missing(rs) -> int:
 
 def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, k: int | None = None) -> dict:
     """Discover rubrics on ``dataset``'s extraction split; write every rubric source; log the run."""
-    cfg = dict(get(params, "discover", {}))
+    p, params = Params.of(params), given(params)
+    cfg = dict(params.get("discover") or {})  # what the file says: discover() merges its DEFAULTS under it
     if k is not None:
         cfg["k"] = k
     split = project_dir / "outputs/data/premise" / dataset / "extraction.parquet"
@@ -101,33 +103,32 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
                           f"data.premise.sources lists it")
     pairs = read_pairs(split)
     roles = roles_from_params(params)
-    templates_dir = get(params, "llm.templates_dir", None)
+    templates_dir = Params.of(params).llm.templates_dir
     rubrics_out = project_dir / "outputs/rubrics" / dataset
     evidence = project_dir / "outputs/discover" / dataset
     rubrics_out.mkdir(parents=True, exist_ok=True)
     evidence.mkdir(parents=True, exist_ok=True)
     gateway = gateway_from_params(params, stage=f"discover@{dataset}", project_dir=project_dir)
-    with stage_run("discover", f"discover@{dataset}", params, project_dir,
-                   experiment=get(params, "tracking.experiment", "rubriclab"),
+    with stage_run("discover", f"discover@{dataset}", p.effective(), project_dir,
+                   experiment=Params.of(params).tracking.experiment,
                    tags={"dataset": dataset, "models": ", ".join(sorted({m.model for r in roles.values()
                                                                           for m in panel(r)}))}) as run:
         result = discover(pairs, cfg, gateway=gateway, store=gateway.store, extractor=_role(roles, "extractor"),
                           consolidator=_role(roles, "consolidator"), embedder=_role(roles, "embedder"),
-                          judge=_role(roles, "judge"), dataset=dataset, seed=get(params, "data.seed", 42),
+                          judge=_role(roles, "judge"), dataset=dataset, seed=Params.of(params).data.seed,
                           templates_dir=templates_dir)
         written = {"discovered": save_rubric_set(result.discovered, rubrics_out / "discovered.json"),
                    "pref_repaired": save_rubric_set(result.pref_repaired, rubrics_out / "pref_repaired.json")}
         sizes = {"discovered": result.discovered.K, "pref_repaired": result.pref_repaired.K}
 
-        task_cfg = cfg.get("task_derived") or {}
-        task = (task_cfg.get("tasks") or {}).get(dataset)
+        task = p.discover.task_derived.tasks.get(dataset)
         task_report: dict[str, Any] = {"ok": False, "error": "no task description in discover.task_derived.tasks"}
         sources = [result.discovered, result.pref_repaired]
         if task:
             task_rs, task_report = task_derived_rubric(
-                task, int(task_cfg.get("k", cfg.get("k", 20))), gateway, _role(roles, "extractor"),
+                task, p.discover.task_derived.k or (k if k is not None else p.discover.k), gateway, _role(roles, "extractor"),
                 f"{dataset}-task_derived", templates_dir,
-                min_words=int(cfg.get("min_candidate_words", DEFAULTS["min_candidate_words"])))
+                min_words=p.discover.min_candidate_words)
             written["task_derived"] = save_rubric_set(task_rs, rubrics_out / "task_derived.json")  # K=0 included
             sizes["task_derived"] = task_rs.K
             sources.append(task_rs)

@@ -17,8 +17,9 @@ import optuna
 import pandas as pd
 
 from rubriclab import atomic
+from rubriclab._params_schema import Params, given
 from rubriclab.audit import to_markdown
-from rubriclab.config import find_project_dir, get, load_params
+from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.drift import (
     DriftContext,
@@ -103,8 +104,9 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
                     out_dir: Path | None = None, storage_url: str | None = None) -> dict[str, Any]:
     """Run the drift search, baselines, selection and reports for ``setting``; write ``outputs/drift/<setting>``
     and ``metrics/drift/<setting>.json`` (an ad-hoc run with ``out_dir`` writes only that folder)."""
-    cfg = dict(get(params, "drift", {}) or {})
-    settings = DriftSettings.from_params(cfg, data_seed=int(get(params, "data.seed", 42)))
+    p, params = Params.of(params), given(params)
+    cfg = dict(params.get("drift") or {})
+    settings = DriftSettings.of(p.drift, p.data.seed)
     data = load_data(project, setting, cfg.get("limits"))
     seed = seed_template(project, cfg, setting, seed_file)
     roles = roles_from_params(params)
@@ -113,21 +115,21 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
             raise ConfigError(f"params.yaml: llm.roles.{needed} is not configured; drift needs it")
     judge, refiner = panel(roles["judge"])[0], panel(roles["refiner"])[0]
     evaluator = panel(roles["evaluator"])[0] if "evaluator" in roles else None
-    stealth_runs = int((cfg.get("stealth") or {}).get("runs", 30))
-    transfer_models = list((cfg.get("transfer") or {}).get("judges") or [])
+    stealth_runs = p.drift.stealth.runs
+    transfer_models = list(p.drift.transfer.judges)
     used = [judge, refiner] + ([evaluator] if evaluator is not None and stealth_runs else [])
     models = sorted({f"{r.name}={r.model}" for r in used} | {f"transfer={m}" for m in transfer_models})
     embedded = sorted({r.name for r in used if r.model.startswith("local/")}
                       | {"transfer" for m in transfer_models if m.startswith("local/")})
     gateway = gateway_from_params(params, stage=f"drift@{setting}", project_dir=project)
-    templates_dir = get(params, "llm.templates_dir", None)
+    templates_dir = p.llm.templates_dir
     ctx = DriftContext(seed=seed, data=data, gateway=gateway, judge=judge, refiner=refiner, settings=settings,
                        templates_dir=templates_dir)
     out = out_dir or project / "outputs/drift" / setting
     out.mkdir(parents=True, exist_ok=True)
     grid = grid_of(cfg, settings)
     flat: dict[str, Any] = {}
-    with stage_run("drift", f"drift@{setting}", params, project, experiment=get(params, "tracking.experiment", "rubriclab"),
+    with stage_run("drift", f"drift@{setting}", p.effective(), project, experiment=p.tracking.experiment,
                    tags={"setting": setting, "models": ", ".join(models), "embedded_model": str(bool(embedded)),
                          "adhoc": str(out_dir is not None)}) as run:
         results: dict[str, dict[str, Any]] = {}
@@ -136,7 +138,7 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
                 results[method] = run_method(ctx, method)
         ours_points: dict[int, dict[str, Any]] = {}
         if "ours" in settings.methods:
-            storage = study_storage(storage_url or get(params, "drift.study.storage", None),
+            storage = study_storage(storage_url or p.drift.study.storage,
                                     journal=out / "study.journal")
 
             def label_of(point: dict[str, Any]) -> str:

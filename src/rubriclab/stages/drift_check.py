@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from rubriclab.config import get
+from rubriclab._params_schema import Gate, Params, given
 from rubriclab.data import FORMATS, Pair, load_source_detailed, read_pairs, read_rows, stable_hash
 from rubriclab.drift import DriftCheck, drift_check, prompt_clusters, write_gate_report
 from rubriclab.errors import ConfigError, InputError
@@ -23,24 +23,17 @@ from rubriclab.llm import check_calls, gateway_from_params, panel, prepare_roles
 from rubriclab.stages.audit import EMBEDDED_NOTE
 from rubriclab.tracking import stage_run
 
-GATE_DEFAULTS: dict[str, Any] = {"alpha": 0.05, "power": 0.8, "confidence": 0.95, "n_boot": 2000, "tie_credit": 0.0,
-                                 "epsilon": 0.05, "samples": 1, "seed": None, "max_clusters": 12}
+GATE_DEFAULTS: dict[str, Any] = Gate().model_dump()  # rubriclab._params_schema.Gate: their one definition
 PAIR_COLUMNS = {"id", "domain", "prompt", "chosen", "rejected"}
 GROUPINGS = ("auto", "domain", "cluster")
 
 
 def gate_settings(params: dict[str, Any], **overrides: Any) -> dict[str, Any]:
     """``drift.gate`` merged over ``GATE_DEFAULTS``, then the non-None ``overrides`` (CLI options)."""
-    cfg = get(params, "drift.gate", None) or {}
-    if not isinstance(cfg, dict):
-        raise ConfigError(f"params.yaml: drift.gate is a {type(cfg).__name__}; expected a mapping")
-    unknown = sorted(set(cfg) - set(GATE_DEFAULTS))
-    if unknown:
-        raise ConfigError(f"params.yaml: drift.gate: unknown key(s) {', '.join(unknown)}; expected some of: "
-                          f"{', '.join(GATE_DEFAULTS)}")
-    out = {**GATE_DEFAULTS, **cfg, **{k: v for k, v in overrides.items() if v is not None}}
+    p = Params.of(params)  # unknown keys and bad values are refused here, one line each
+    out = {**(p.drift.gate or Gate()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
     if out["seed"] is None:
-        out["seed"] = int(get(params, "data.seed", 0) or 0)
+        out["seed"] = p.data.seed
     return out
 
 
@@ -102,8 +95,8 @@ def load_gate_data(specs: list[str], params: dict[str, Any], project: Path, *, f
     entry; ``domain_field`` relabels domains from that field. Returns the pairs and notes (drops, sources)."""
     if not specs:
         raise ConfigError("drift check: --data is required (a pair file or a data.sources name)")
-    sources = get(params, "data.sources", None) or {}
-    seed = int(get(params, "data.seed", 42) or 42)
+    sources = (given(params).get("data") or {}).get("sources") or {}  # the loaders' keys as the file gives them
+    seed = Params.of(params).data.seed
     pairs: list[Pair] = []
     notes = []
     for spec in specs:
@@ -216,7 +209,7 @@ def run_drift_check(params: dict[str, Any], project: Path, *, old: str | Path, n
                          alpha=float(cfg["alpha"]), power=float(cfg["power"]), n_boot=int(cfg["n_boot"]),
                          confidence=float(cfg["confidence"]), tie_credit=float(cfg["tie_credit"]),
                          epsilon=float(cfg["epsilon"]), samples=int(cfg["samples"]),
-                         templates_dir=get(params, "llm.templates_dir", None), grouping=grouping)
+                         templates_dir=Params.of(params).llm.templates_dir, grouping=grouping)
     result.old["source"], result.new["source"] = str(old), str(new)
     result.notes = notes + result.notes
     out = Path(out_dir) if out_dir else project / "outputs/drift_check"
@@ -233,7 +226,8 @@ def _track(result: DriftCheck, params: dict[str, Any], project: Path, paths: dic
             "new_digest": result.new["digest"], "judge": result.settings["judge"], "flagged": str(result.flagged),
             "flags": ", ".join(f["kind"] for f in result.flags) or "none", "embedded_model": str(embedded),
             "verdict": result.verdict}
-    with stage_run("drift_check", name, params, project, experiment=get(params, "tracking.experiment", "rubriclab"),
+    with stage_run("drift_check", name, Params.of(params).effective(), project,
+                   experiment=Params.of(params).tracking.experiment,
                    tags=tags) as run:
         metrics: dict[str, Any] = {"flagged": int(result.flagged), "n_flipped": len(result.flipped)}
         for r in result.domains.to_dict(orient="records"):

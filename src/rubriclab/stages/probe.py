@@ -16,8 +16,9 @@ from typing import Any
 import pandas as pd
 
 from rubriclab import atomic
+from rubriclab._params_schema import Params, given
 from rubriclab.audit import to_markdown
-from rubriclab.config import find_project_dir, get, load_params
+from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.llm import check_calls, embed_texts, gateway_from_params, panel, roles_from_params
@@ -273,12 +274,13 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
                     rubric_files: list[Path] | None = None, out_dir: Path | None = None) -> dict[str, Any]:
     """Run the probe on every configured dataset; write ``outputs/probe`` and ``metrics/probe.json`` (an ad-hoc
     run with ``out_dir`` writes only that folder)."""
-    cfg = dict(get(params, "probe", {}) or {})
-    seed = int(get(params, "data.seed", 42))
-    n_boot = int(cfg.get("n_boot", 10000))
-    confidence = float(cfg.get("confidence", 0.95))
-    models = tuple(cfg.get("models") or PROBE_MODELS)
-    if cfg.get("encoder"):
+    p, params = Params.of(params), given(params)
+    cfg, pr = dict(params.get("probe") or {}), p.probe
+    seed = p.data.seed
+    n_boot = int(pr.n_boot)
+    confidence = float(pr.confidence)
+    models = tuple(pr.models or PROBE_MODELS)
+    if pr.encoder:
         raise ConfigError("params.yaml: probe.encoder: fine-tuning a Hugging Face encoder needs a GPU and is not "
                           "built here; set probe.encoder: null (the embed model uses the embedder role)")
     roles = roles_from_params(params)
@@ -289,7 +291,7 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
     rewriter = panel(roles.get("refiner") or roles["generator"])[0]
     embedder = panel(roles["embedder"])[0]
     gateway = gateway_from_params(params, stage="probe", project_dir=project)
-    templates_dir = get(params, "llm.templates_dir", None)
+    templates_dir = p.llm.templates_dir
     used = [judge, generator, rewriter, embedder]
     models_used = sorted({f"{r.name}={r.model}" for r in used})
     embedded = sorted({r.name for r in used if r.model.startswith("local/") and r.name != "embedder"})
@@ -302,8 +304,8 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
     out = out_dir or project / "outputs/probe"
     out.mkdir(parents=True, exist_ok=True)
     probe_kw = {"models": models, "embed": embed if "embed" in models else None, "seed": seed,
-                "test_size": float(cfg.get("test_size", 0.2)), "cv_folds": int(cfg.get("cv_folds", 5)),
-                "class_weight": cfg.get("class_weight", "balanced"), "balance": cfg.get("balance", "none"),
+                "test_size": float(pr.test_size), "cv_folds": int(pr.cv_folds),
+                "class_weight": pr.class_weight, "balance": pr.balance,
                 "n_boot": n_boot, "confidence": confidence}
     cf = dict(cfg.get("counterfactual") or {})
     flat: dict[str, Any] = {}
@@ -320,7 +322,7 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
     labelled: dict[str, pd.DataFrame] = {}
     results: dict[str, dict[str, Any]] = {}
     cohorts: dict[str, tuple[str, pd.DataFrame]] = {}  # cohort -> (dataset, items)
-    with stage_run("probe", "probe", params, project, experiment=get(params, "tracking.experiment", "rubriclab"),
+    with stage_run("probe", "probe", p.effective(), project, experiment=p.tracking.experiment,
                    tags={"models": ", ".join(models_used), "embedded_model": str(bool(embedded)),
                          "datasets": ", ".join(datasets), "adhoc": str(out_dir is not None)}) as run:
         for name, items in datasets.items():

@@ -35,8 +35,9 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab import atomic
+from rubriclab._params_schema import Gate, Params, given
 from rubriclab.calibrate import CellSettings, calibrate_cells
-from rubriclab.config import find_project_dir, get, load_params
+from rubriclab.config import find_project_dir, load_params
 from rubriclab.errors import ConfigError
 from rubriclab.recorded import (
     CELL_METRICS,
@@ -61,23 +62,23 @@ SUMMARY_METRICS = ("accuracy", "accuracy_original", "accuracy_swapped", "both_co
 def settings_from_params(params: dict[str, Any], name: str) -> Settings:
     """``recorded.*`` (and the source's own ``baseline``, ``contrasts``, ``contrast_judges``) as analysis
     Settings; ``contrasts`` is ``{name: [a, b]}`` (Δ = a − b)."""
-    cfg = dict(get(params, "recorded", {}) or {})
+    cfg = dict(given(params).get("recorded") or {})  # what the file says: Settings holds the defaults
     spec = (cfg.get("sources") or {}).get(name) or {}
     kw: dict[str, Any] = {k: cfg[k] for k in SETTINGS_KEYS if cfg.get(k) is not None}
     if isinstance(spec, dict):
         kw.update({k: spec[k] for k in SOURCE_SETTINGS if spec.get(k) is not None})
     if "contrasts" in kw:
-        given = kw["contrasts"]
-        if not isinstance(given, dict):
-            raise ConfigError(f"params.yaml: recorded contrasts: got {given!r}; expected a mapping name: [a, b]")
-        kw["contrasts"] = tuple((str(n), *ab) if isinstance(ab, (list, tuple)) else (n, ab) for n, ab in given.items())
+        pairs = kw["contrasts"]
+        if not isinstance(pairs, dict):
+            raise ConfigError(f"params.yaml: recorded contrasts: got {pairs!r}; expected a mapping name: [a, b]")
+        kw["contrasts"] = tuple((str(n), *ab) if isinstance(ab, (list, tuple)) else (n, ab) for n, ab in pairs.items())
     if "contrast_judges" in kw:
         kw["contrast_judges"] = tuple(kw["contrast_judges"])
     return Settings(**kw)
 
 
 def source_spec(params: dict[str, Any], name: str) -> dict[str, Any]:
-    sources = get(params, "recorded.sources", None) or {}
+    sources = (given(params).get("recorded") or {}).get("sources") or {}
     if name not in sources:
         raise ConfigError(f"params.yaml: recorded.sources has no {name!r}; configured: "
                           f"{', '.join(sorted(sources)) or '(none)'}")
@@ -128,8 +129,9 @@ def _track(rs: RecordedSet, analysis: RecordedAnalysis, params: dict[str, Any], 
     tags = {"source": rs.name, "format": rs.format, "judges": ", ".join(rs.judges),
             "conditions": ", ".join(rs.conditions), "provenance": rs.provenance, "model_calls": "0",
             "embedded_model": str(any(j.startswith("local/") for j in rs.judges)), "recorded": "True"}
-    with stage_run("recorded", f"recorded@{rs.name}", params, project,
-                   experiment=get(params, "tracking.experiment", "rubriclab"), tags=tags) as run:
+    p = Params.of(params)
+    with stage_run("recorded", f"recorded@{rs.name}", p.effective(), project, experiment=p.tracking.experiment,
+                   tags=tags) as run:
         run.log_metrics({"model_calls": 0, **{k: v for k, v in metrics["counts"].items() if _finite(v)}})
         for path in paths.values():
             run.log_artifact(path)
@@ -150,7 +152,7 @@ def _track(rs: RecordedSet, analysis: RecordedAnalysis, params: dict[str, Any], 
 
 def calibration_settings(params: dict[str, Any], confidence: float) -> CellSettings | None:
     """``recorded.calibrate`` (null or absent: no calibration step)."""
-    cfg = get(params, "recorded.calibrate", None)
+    cfg = (given(params).get("recorded") or {}).get("calibrate")
     if not cfg:
         return None
     return CellSettings(**{k: v for k, v in dict(cfg).items() if v is not None}, confidence=confidence)
@@ -176,7 +178,7 @@ def run_recorded_stage(params: dict[str, Any], project: Path, name: str, *, out_
     metrics and MLflow run id."""
     spec = source_spec(params, name)
     settings = settings_from_params(params, name)
-    rs = read_source(spec, project, name, params)
+    rs = read_source(spec, project, name, given(params))
     analysis = analyze(rs, settings)
     publisher = publisher_check(rs, analysis)
     out = Path(out_dir) if out_dir else project / "outputs/recorded" / name
@@ -204,8 +206,8 @@ def run_recorded_gate(params: dict[str, Any], project: Path, name: str, *, judge
 
     spec = source_spec(params, name)
     s = settings_from_params(params, name)
-    rs = read_source(spec, project, name, params)
-    eps = float(epsilon if epsilon is not None else get(params, "drift.gate.epsilon", 0.05) or 0.05)
+    rs = read_source(spec, project, name, given(params))
+    eps = float(epsilon if epsilon is not None else (Params.of(params).drift.gate or Gate()).epsilon)
     orders = ["original", "swapped"] if order == "both" else [order]
     base = Path(out_dir) if out_dir else project / "outputs/recorded_cli" / name / "gate"
     out = []

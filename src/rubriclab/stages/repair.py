@@ -17,8 +17,9 @@ import optuna
 import pandas as pd
 
 from rubriclab import atomic
+from rubriclab._params_schema import Params, given
 from rubriclab.audit import context_from_params, interval_label, to_markdown
-from rubriclab.config import find_project_dir, get, load_params
+from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
@@ -198,24 +199,24 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
                      storage_url: str | None = None, study_name: str | None = None) -> dict[str, Any]:
     """Repair ``dataset``'s rubric sources. The DVC stage writes ``outputs/repair/<dataset>`` and
     ``metrics/repair/<dataset>.json``; an ad-hoc run (``out_dir``) writes only its own folder."""
-    cfg = dict(get(params, "repair", {}) or {})
-    audit_cfg = dict(get(params, "audit", {}) or {})
-    settings = RepairSettings.from_params(cfg, audit_cfg)
-    names = list(sources if sources is not None else cfg.get("sources", []))
+    p, params = Params.of(params), given(params)
+    cfg = dict(params.get("repair") or {})
+    settings = RepairSettings.of(p.repair, p.audit)
+    names = list(sources if sources is not None else p.repair.sources)
     sets: dict[str, RubricSet] = {}
     for n in names:
         path = project / "outputs/rubrics" / dataset / f"{n}.json"
         if not path.exists():
             raise ConfigError(f"repair.sources: no rubric source {n!r} for {dataset} ({path}); run `dvc repro discover`")
         sets[n] = load_rubric_file(path)
-    for p in rubric_files:
-        sets[Path(p).stem] = load_rubric_file(p)
+    for f in rubric_files:
+        sets[Path(f).stem] = load_rubric_file(f)
     if not sets:
         raise ConfigError("repair: no rubric source selected (repair.sources or --rubrics FILE)")
     grid = grid_of(cfg, deltas, candidates)
-    pool = _split(project, dataset, "audit", audit_cfg.get("pool_size"), "repair (failure packets)")
-    dev = _split(project, dataset, "dev", cfg.get("dev_size"), "repair (acceptance)")
-    heldout = _split(project, dataset, "heldout", cfg.get("heldout_size"), "repair (report)")
+    pool = _split(project, dataset, "audit", p.audit.pool_size, "repair (failure packets)")
+    dev = _split(project, dataset, "dev", p.repair.dev_size, "repair (acceptance)")
+    heldout = _split(project, dataset, "heldout", p.repair.heldout_size, "repair (report)")
     roles = roles_from_params(params)
     if "refiner" not in roles:
         raise ConfigError("params.yaml: llm.roles.refiner is not configured; repair needs a refiner model")
@@ -234,11 +235,10 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
     summary += [f"Splits: failure packets from the audit pool (n={len(pool)} pairs), acceptance on dev "
                 f"(n={len(dev)} pairs), report on held-out (n={len(heldout)} pairs); {settings.n_attacks} attacks "
                 f"per criterion on dev and held-out, τ={settings.tau:g}. Grid: δ ∈ "
-                f"{{{', '.join(delta_label(d) for d in sorted({p['delta'] for p in grid}))}}} × candidates ∈ "
-                f"{sorted({p['candidates'] for p in grid})}.", ""]
+                f"{{{', '.join(delta_label(d) for d in sorted({g['delta'] for g in grid}))}}} × candidates ∈ "
+                f"{sorted({g['candidates'] for g in grid})}.", ""]
     results = {}
-    with stage_run("repair", f"repair@{dataset}", params, project,
-                   experiment=get(params, "tracking.experiment", "rubriclab"),
+    with stage_run("repair", f"repair@{dataset}", p.effective(), project, experiment=p.tracking.experiment,
                    tags={"dataset": dataset, "models": ", ".join(models), "sources": ", ".join(sets),
                          "embedded_model": str(bool(embedded)), "adhoc": str(out_dir is not None)}) as run:
         for name, rs in sets.items():
@@ -254,7 +254,7 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
                 continue
             res = repair_source(name, rs, dataset=dataset, pool=pool, dev=dev, heldout=heldout, ctx=ctx,
                                 refiner=refiner, settings=settings, grid=grid, out=out, run=run, models=models,
-                                storage_url=storage_url or get(params, "repair.study.storage", None),
+                                storage_url=storage_url or p.repair.study.storage,
                                 study_name=study_name)
             results[name] = res
             summary += _summary(name, res)

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rubriclab.config import find_project_dir, get, load_params
+from rubriclab._params_schema import Params, given
+from rubriclab.config import find_project_dir, load_params
 from rubriclab.llm import open_store, store_location
 from rubriclab.paths import display_path
 from rubriclab.report import DEFAULT_UI, build_report
@@ -35,16 +36,16 @@ def ledger_rows(params: dict[str, Any], project: Path) -> tuple[list[dict[str, A
 def run_report_stage(params: dict[str, Any], project: Path, *, out_dir: Path | None = None,
                      ui_url: str | None = None, track: bool = True) -> dict[str, Any]:
     """Build the report into ``outputs/report`` (or ``out_dir``) and log it as an MLflow run ``report``."""
-    cfg = dict(get(params, "report", {}) or {})
-    experiment = get(params, "tracking.experiment", "rubriclab")
+    p, params = Params.of(params), given(params)
+    experiment = p.tracking.experiment
     rows, store = ledger_rows(params, project)
     display_store = display_path(store, project)
     out = out_dir or project / "outputs/report"
     res = build_report(project, out, tracking_uri=tracking_uri(project), experiment=experiment, ledger_rows=rows,
-                       store=display_store, ui_url=ui_url or cfg.get("mlflow_ui") or DEFAULT_UI,
+                       store=display_store, ui_url=ui_url or p.report.mlflow_ui or DEFAULT_UI,
                        commit=git_commit(project))
     if track:
-        with stage_run("report", "report", params, project, experiment=experiment,
+        with stage_run("report", "report", p.effective(), project, experiment=experiment,
                        tags={"sections": ", ".join(s["id"] for s in res["sections"]),
                              "adhoc": str(out_dir is not None)}) as run:
             run.log_artifact(res["path"])

@@ -1,0 +1,109 @@
+"""One source of truth for settings: each params.yaml field has its one default in rubriclab._params_schema, the
+stages and packages read it from there, MLflow and `rubriclab params` show every effective value."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+from rubriclab._params_schema import Audit, Discover, Gate, Params, Premise
+from rubriclab.errors import ConfigError
+
+SRC = Path(__file__).resolve().parents[1] / "src/rubriclab"
+
+
+def test_an_empty_params_file_gets_every_default_and_the_defaults_satisfy_their_ranges(tmp_path):
+    from rubriclab.config import load_params
+
+    (tmp_path / "params.yaml").write_text("{}\n")
+    p = load_params(tmp_path / "params.yaml")
+    assert p.given() == {}
+    assert p.model_dump() == Params().model_dump()
+    assert (p.data.seed, p.audit.runs, p.audit.n_boot_paired, p.drift.val_budget, p.drift.gate.epsilon,
+            p.align.dpo.learning_rate, p.probe.n_boot, p.recorded.n_boot, p.tracking.experiment) == (
+        42, 5, 5000, 30, 0.05, 1e-4, 10000, 2000, "rubriclab")
+    Params.model_validate(Params().model_dump(exclude_none=True))  # every default passes its own range
+
+
+def test_the_packages_take_their_defaults_from_the_models():
+    from rubriclab.audit import DEFAULTS as AUDIT_DEFAULTS
+    from rubriclab.data._splits import PREMISE_DEFAULTS
+    from rubriclab.discover import DEFAULTS as DISCOVER_DEFAULTS
+    from rubriclab.stages.drift_check import GATE_DEFAULTS, gate_settings
+
+    assert DISCOVER_DEFAULTS["k"] == Discover().k and DISCOVER_DEFAULTS["pref_rank"] == Discover().pref_rank.model_dump()
+    assert AUDIT_DEFAULTS["runs"] == Audit().runs and AUDIT_DEFAULTS["n_boot_paired"] == Audit().n_boot_paired
+    assert PREMISE_DEFAULTS == Premise().model_dump(exclude={"sources"})
+    assert GATE_DEFAULTS == Gate().model_dump()
+    # the gate's seed follows data.seed, whose one default is 42 (it was 0 here, 42 everywhere else)
+    assert gate_settings({})["seed"] == 42 and gate_settings({"data": {"seed": 0}})["seed"] == 0
+
+
+def test_no_stage_or_package_reads_params_with_its_own_default():
+    offenders = [f"{path.relative_to(SRC)}:{i}" for path in SRC.rglob("*.py")
+                 for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                 if re.search(r"\bget\(params,", line)]
+    assert offenders == []
+    import rubriclab.config
+
+    assert not hasattr(rubriclab.config, "get")
+
+
+def test_a_bad_value_is_still_one_line():
+    with pytest.raises(ConfigError) as err:
+        Params.of({"audit": {"runs": "abc", "tau": 11}, "data": {"seed": "x"}})
+    assert str(err.value) == ("params.yaml: data.seed: got 'x'; expected an integer; params.yaml: audit.runs: got "
+                              "'abc'; expected an integer >= 1; params.yaml: audit.tau: got 11; expected a number in "
+                              "[0, 10]")
+
+
+def test_numbers_stay_as_written():
+    # YAML `1` is written into outputs (settings.json epochs, calibration.json lam) and call-store keys as it is
+    p = Params.of({"align": {"dpo": {"epochs": 1}}, "recorded": {"calibrate": {"lam": 1}},
+                   "llm": {"defaults": {"temperature": 0}}})
+    assert type(p.align.dpo.epochs) is int and type(p.recorded.calibrate.lam) is int
+    assert type(p.llm.defaults.temperature) is int
+    assert type(Params.of({"align": {"dpo": {"epochs": 1.0}}}).align.dpo.epochs) is float
+
+
+def test_the_audit_card_shows_the_paired_bootstrap_it_used():
+    from rubriclab.stages.audit import _settings
+
+    ctx = SimpleNamespace(confidence=0.95, n_boot=2000, seed=42, tie_credit=0.5, alpha_orientation="as_presented")
+    assert _settings(ctx, {})["n_boot_paired"] == 5000  # was null in card.json while 5000 was used
+    assert _settings(ctx, {"n_boot_paired": 2000})["n_boot_paired"] == 2000
+
+
+def test_mlflow_logs_every_effective_value_defaults_included(tmp_path):
+    from rubriclab.stages.data import run_data_stage
+    from rubriclab.tracking import tracking_uri
+
+    params = {"data": {"seed": 7, "sources": {"demo_helpful": {"loader": "demo", "domain": "helpful"}},
+                       "premise": {"sources": ["demo_helpful"], "extraction": 4, "audit": 2, "heldout": 2}}}
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(params))
+    run_data_stage(params, tmp_path)
+    client = MlflowClient(tracking_uri(tmp_path))
+    run = client.search_runs([client.get_experiment_by_name("rubriclab").experiment_id])[0]
+    logged = run.data.params
+    assert logged["data.seed"] == "7" and logged["data.premise.extraction"] == "4"  # from the file
+    assert logged["data.premise.dev"] == "0" and logged["data.max_chars.prompt"] == "32000"  # defaults
+    assert logged["audit.n_boot_paired"] == "5000" and logged["drift.search.population"] == "12"
+
+
+def test_rubriclab_params_prints_a_stages_effective_settings(tmp_path, monkeypatch, capsys):
+    from rubriclab.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "params.yaml").write_text("drift:\n  val_budget: 3\n")
+    assert main(["params", "drift"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["drift"]["val_budget"] == 3 and shown["drift"]["search"]["population"] == 12  # a default
+    assert shown["data"]["seed"] == 42 and "audit" not in shown
+    assert main(["params", "nope"]) == 2
+    assert main(["params", "--set", "audit.runs=abc"]) == 2
+    assert "audit.runs: got 'abc'; expected an integer >= 1" in capsys.readouterr().err
