@@ -5,11 +5,6 @@ import os
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-# Each xdist worker (and every stage it starts) gets its share of the cores: llama.cpp and torch use every core by
-# default, and two workers' models spinning on four threads over two cores ran the embedded-model tests 3-4x slower.
-_share = str(max(1, (os.cpu_count() or 2) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
-os.environ.setdefault("RUBRICLAB_THREADS", _share)
-os.environ.setdefault("OMP_NUM_THREADS", _share)
 
 import pytest  # noqa: E402
 
@@ -41,6 +36,17 @@ FIRST = (
     "test_llm_faults.py",
     "test_engine.py",
 )
+
+
+def pytest_configure(config):
+    """Each xdist worker (and every stage it starts) gets its share of the cores: llama.cpp and torch use every core
+    by default, and two workers' models spinning on four threads over two cores ran the embedded-model tests 3-4x
+    slower. Set here, in the controller, before the workers start (they inherit its environment); a worker reads
+    the same count from PYTEST_XDIST_WORKER_COUNT. A value set by the user wins."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or getattr(config.option, "numprocesses", None) or 1)
+    share = str(max(1, (os.cpu_count() or 2) // workers))
+    os.environ.setdefault("RUBRICLAB_THREADS", share)
+    os.environ.setdefault("OMP_NUM_THREADS", share)
 
 
 def pytest_collection_modifyitems(config, items):
