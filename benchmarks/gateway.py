@@ -85,29 +85,11 @@ def sequential(url: str, n: int, tag: str) -> float:
 # -- the gateway arms, each in a worker process ------------------------------------------------------------
 
 
-def _count_transactions(store) -> list[int]:
-    """Count the write transactions an SQLite store commits: explicit BEGIN…COMMIT blocks, and writes made
-    outside one (each its own autocommit transaction)."""
-    count, state = [0], {"open": False}
-
-    def trace(sql: str) -> None:
-        head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
-        if head == "BEGIN":
-            state["open"] = True
-        elif head in ("COMMIT", "END", "ROLLBACK"):
-            state["open"] = False
-            count[0] += 1
-        elif head in ("INSERT", "UPDATE", "DELETE", "REPLACE") and not state["open"]:
-            count[0] += 1
-
-    store._db.set_trace_callback(trace)
-    return count
-
-
 def worker() -> None:
     """Serve gateway runs: one JSON command a line on stdin, one JSON result a line on stdout."""
     import rubriclab
     from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store
+    from rubriclab.testing import count_write_transactions  # the working tree's, in the `before` arm too
 
     print(json.dumps({"rubriclab": rubriclab.__file__}), flush=True)
     real = litellm.acompletion
@@ -126,7 +108,7 @@ def worker() -> None:
                         timeout=60)
         reqs = [CallRequest(role=role, messages=messages(i, cmd["tag"])) for i in range(cmd["n"])]
         gw = Gateway(open_store(cmd["store"]), stage="bench", progress=False)
-        txns = _count_transactions(gw.store) if cmd.get("count") else None
+        txns = count_write_transactions(gw.store) if cmd.get("count") else None
         c0, t0 = time.process_time(), time.perf_counter()
         results = gw.run(reqs)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0

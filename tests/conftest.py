@@ -64,3 +64,24 @@ def store(tmp_path):
 @pytest.fixture
 def gateway(store):
     return Gateway(store, stage="test", progress=False)
+
+
+@pytest.fixture(scope="module")
+def pg_url():
+    """A throwaway PostgreSQL server for the module (Debian's binaries; skipped where they are not installed)."""
+    from rubriclab.testing import find_postgres_bindir, postgres_server
+
+    if find_postgres_bindir() is None:
+        pytest.skip("PostgreSQL server binaries not installed (apt-get install postgresql)")
+    with postgres_server() as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path):
+    """A call-store location of each backend, fresh per test: a file, or a new database on the module's server."""
+    if request.param == "sqlite":
+        return str(tmp_path / "calls.sqlite")
+    from rubriclab.testing import new_database
+
+    return new_database(request.getfixturevalue("pg_url"), "calls")

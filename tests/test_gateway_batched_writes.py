@@ -20,36 +20,12 @@ import pytest
 from rubriclab.errors import ParseFailure
 from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store
 from rubriclab.llm._store import CallRecord
-from rubriclab.testing import FakeOpenAIServer, find_postgres_bindir, postgres_server
+from rubriclab.testing import FakeOpenAIServer, count_write_transactions
 
 
 @pytest.fixture
 def fake_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-test")
-
-
-@pytest.fixture(scope="module")
-def pg_url():
-    if find_postgres_bindir() is None:
-        pytest.skip("PostgreSQL server binaries not installed (apt-get install postgresql)")
-    with postgres_server() as url:
-        yield url
-
-
-_DB_COUNTER = iter(range(10_000))
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request, tmp_path):
-    if request.param == "sqlite":
-        return str(tmp_path / "calls.sqlite")
-    base = request.getfixturevalue("pg_url")
-    import psycopg
-
-    name = f"batched_{os.getpid()}_{next(_DB_COUNTER)}"
-    with psycopg.connect(base.replace("+psycopg", ""), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return base.rsplit("/", 1)[0] + f"/{name}"
 
 
 def _role(url: str, concurrency: int = 16, **kw) -> RoleSpec:
@@ -58,24 +34,6 @@ def _role(url: str, concurrency: int = 16, **kw) -> RoleSpec:
 
 def _requests(role: RoleSpec, n: int, tag: str = "q", **kw) -> list[CallRequest]:
     return [CallRequest(role=role, messages=[{"role": "user", "content": f"{tag} {i}"}], **kw) for i in range(n)]
-
-
-def _count_transactions(store) -> list[int]:
-    """Write transactions an SQLite store commits: BEGIN…COMMIT blocks, and writes outside one (autocommit)."""
-    count, state = [0], {"open": False}
-
-    def trace(sql: str) -> None:
-        head = sql.lstrip().split(None, 1)[0].upper() if sql.strip() else ""
-        if head == "BEGIN":
-            state["open"] = True
-        elif head in ("COMMIT", "END", "ROLLBACK"):
-            state["open"] = False
-            count[0] += 1
-        elif head in ("INSERT", "UPDATE", "DELETE", "REPLACE") and not state["open"]:
-            count[0] += 1
-
-    store._db.set_trace_callback(trace)
-    return count
 
 
 def _claims(store) -> int:
@@ -87,7 +45,7 @@ def test_a_batch_commits_a_transaction_per_slice_not_three_per_call(tmp_path, fa
     n, c = 200, 16
     with FakeOpenAIServer(latency=0.02) as server:
         gw = Gateway(open_store(tmp_path / "c.sqlite"), stage="slices", progress=False)
-        txns = _count_transactions(gw.store)
+        txns = count_write_transactions(gw.store)
         results = gw.run(_requests(_role(server.url, concurrency=c), n))
         assert server.stats()["requests"] == n
     assert all(r.ok and not r.cached for r in results)

@@ -14,33 +14,7 @@ import pytest
 
 from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store
 from rubriclab.llm._store import CallRecord
-from rubriclab.testing import FakeOpenAIServer, find_postgres_bindir, postgres_server
-
-BACKENDS = ["sqlite", "postgresql"]
-
-
-@pytest.fixture(scope="module")
-def pg_url():
-    if find_postgres_bindir() is None:
-        pytest.skip("PostgreSQL server binaries not installed (apt-get install postgresql)")
-    with postgres_server() as url:
-        yield url
-
-
-_DB_COUNTER = iter(range(10_000))
-
-
-@pytest.fixture(params=BACKENDS)
-def store_url(request, tmp_path):
-    if request.param == "sqlite":
-        return str(tmp_path / "calls.sqlite")
-    base = request.getfixturevalue("pg_url")
-    import psycopg
-
-    name = f"calls_{os.getpid()}_{next(_DB_COUNTER)}"  # a fresh database per test
-    with psycopg.connect(base.replace("+psycopg", ""), autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
-    return base.rsplit("/", 1)[0] + f"/{name}"
+from rubriclab.testing import FakeOpenAIServer
 
 
 def _rec(key: str, status: str = "ok", text: str = "x", **kw) -> CallRecord:

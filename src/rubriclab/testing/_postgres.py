@@ -135,3 +135,17 @@ def postgres_server(*, timeout: float = 60.0) -> Iterator[str]:
             _run(prefix, [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "-t", "30", "stop"],
                  tmp, 60)
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def new_database(server_url: str, prefix: str) -> str:
+    """Create a fresh, uniquely named database on the server of ``server_url`` (e.g. from :func:`postgres_server`)
+    and return its URL: a test that writes a store gets one of its own."""
+    import psycopg
+
+    name = f"{prefix}_{os.getpid()}_{next(_DATABASES)}"
+    with psycopg.connect(server_url.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return server_url.rsplit("/", 1)[0] + f"/{name}"
+
+
+_DATABASES = iter(range(1_000_000))
