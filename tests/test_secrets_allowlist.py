@@ -30,7 +30,6 @@ from aiohttp import web
 
 from rubriclab.errors import ConfigError
 from rubriclab.testing import FakeOpenAIServer
-from tests.test_store_backends import pg_url, store_url  # noqa: F401 - fixtures: SQLite and PostgreSQL stores
 
 
 def _value(i: int) -> str:
