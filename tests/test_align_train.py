@@ -130,7 +130,7 @@ def test_conversational_format_uses_the_chat_template(policy):
 
 
 def test_settings_are_validated():
-    with pytest.raises(ConfigError, match="mode='qlora'; allowed: lora, full"):
+    with pytest.raises(ConfigError, match=r"align\.dpo\.mode: got 'qlora'; expected one of lora, full"):
         DPOSettings(mode="qlora")
     with pytest.raises(ConfigError, match="beta"):
         DPOSettings(beta=0)

@@ -31,8 +31,8 @@ def test_roles_panels_and_defaults():
 
 
 @pytest.mark.parametrize("roles,match", [
-    ({"judje": "openai/x"}, "unknown role; allowed: judge"),
-    ({"judge": {"model": "openai/x", "temprature": 1}}, "unknown key"),
+    ({"judje": "openai/x"}, "llm.roles.judje: unknown role; expected one of judge, extractor"),
+    ({"judge": {"model": "openai/x", "temprature": 1}}, "llm.roles.judge.temprature: unknown key"),
     ({"judge": {"temperature": 1}}, "llm.roles.judge.model is missing"),
 ])
 def test_role_errors_name_the_key(roles, match):

@@ -150,3 +150,29 @@ def test_stage_reads_a_store_source_from_params(tmp_path, monkeypatch):
     params["recorded"]["sources"]["live"]["temperature"] = 0.2  # not what the stage judged with: other keys
     with pytest.raises(InputError, match="none of the 12 judgments"):
         run_recorded_stage(params, tmp_path, "live", out_dir=tmp_path / "out2", track=False)
+
+
+def test_a_store_source_reads_with_the_data_seed_the_stages_used_when_params_leave_it_out(tmp_path):
+    """``format: store`` rebuilds the stage's requests with ``data.seed``; left out of params.yaml it is the schema's
+    default (42, what the stages judged with). It was read as 0 here, so every verdict was missing."""
+    import json
+
+    from rubriclab.data import write_pairs
+    from rubriclab.llm import open_store
+    from rubriclab.recorded import read_source
+
+    judge = RoleSpec(name="judge", model=scripted_model("seed-judge", _script), temperature=0.7, parse_retries=1)
+    pairs = drift_pairs(4, "bench")
+    write_pairs(pairs, tmp_path / "pairs.parquet")
+    (tmp_path / "strict.json").write_text(json.dumps({"name": "strict", "template": STRICT.text}))
+    store = open_store(tmp_path / "calls.sqlite")
+    try:
+        judge_pairs({"strict": STRICT}, pairs, gateway=Gateway(store, stage="audit", progress=False), judge=judge,
+                    seed=42, samples=1)
+    finally:
+        store.close()
+    params = {"llm": {"store": "calls.sqlite", "roles": {"judge": {"model": judge.model, "temperature": 0.7,
+                                                                   "parse_retries": 1}}}}
+    spec = {"path": "llm.store", "format": "store", "pairs": "pairs.parquet", "rubrics": {"strict": "strict.json"}}
+    rs = read_source(spec, tmp_path, "mine", params)
+    assert len(rs.judgments) == 4 and rs.extras["missing"] == 0

@@ -31,13 +31,18 @@ def test_an_empty_params_file_gets_every_default_and_the_defaults_satisfy_their_
 
 
 def test_the_packages_take_their_defaults_from_the_models():
-    from rubriclab.audit import DEFAULTS as AUDIT_DEFAULTS
+    from rubriclab._params_schema import AttackCheck, Llm, ParaphraseCheck, as_section
+    from rubriclab.audit._validity import ATTACK_BOUNDS, PARAPHRASE_BOUNDS
     from rubriclab.data._splits import PREMISE_DEFAULTS
-    from rubriclab.discover import DEFAULTS as DISCOVER_DEFAULTS
+    from rubriclab.llm import DEFAULT_STORE
     from rubriclab.stages.drift_check import GATE_DEFAULTS, gate_settings
 
-    assert DISCOVER_DEFAULTS["k"] == Discover().k and DISCOVER_DEFAULTS["pref_rank"] == Discover().pref_rank.model_dump()
-    assert AUDIT_DEFAULTS["runs"] == Audit().runs and AUDIT_DEFAULTS["n_boot_paired"] == Audit().n_boot_paired
+    # discover() and run_audit() read their section through the schema: a mapping gets every other default there
+    assert as_section("discover", {"k": 3}) == Discover(k=3) and as_section("audit", None) == Audit()
+    with pytest.raises(ConfigError, match=r"^params.yaml: discover.k: got 0; expected an integer >= 1$"):
+        as_section("discover", {"k": 0})
+    assert PARAPHRASE_BOUNDS == ParaphraseCheck().model_dump() and ATTACK_BOUNDS == AttackCheck().model_dump()
+    assert DEFAULT_STORE == Llm().store
     assert PREMISE_DEFAULTS == Premise().model_dump(exclude={"sources"})
     assert GATE_DEFAULTS == Gate().model_dump()
     # the gate's seed follows data.seed, whose one default is 42 (it was 0 here, 42 everywhere else)
@@ -75,8 +80,8 @@ def test_the_audit_card_shows_the_paired_bootstrap_it_used():
     from rubriclab.stages.audit import _settings
 
     ctx = SimpleNamespace(confidence=0.95, n_boot=2000, seed=42, tie_credit=0.5, alpha_orientation="as_presented")
-    assert _settings(ctx, {})["n_boot_paired"] == 5000  # was null in card.json while 5000 was used
-    assert _settings(ctx, {"n_boot_paired": 2000})["n_boot_paired"] == 2000
+    assert _settings(ctx, Audit())["n_boot_paired"] == 5000  # was null in card.json while 5000 was used
+    assert _settings(ctx, Audit(n_boot_paired=2000))["n_boot_paired"] == 2000
 
 
 def test_mlflow_logs_every_effective_value_defaults_included(tmp_path):

@@ -20,6 +20,7 @@ keys as they are.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import types
 import typing
@@ -709,6 +710,31 @@ STAGE_SECTIONS: dict[str, tuple[str, ...]] = {
 def given(params: Any) -> dict[str, Any]:
     """The plain dict of ``params`` (a Params or a mapping) as spelled out, for code reading dicts."""
     return params.given() if isinstance(params, Params) else params
+
+
+def section_of(params: Any, name: str) -> Any:
+    """The typed section ``name`` of ``params``: the section itself as it is, else that of ``Params.of(params)``."""
+    kind = Params.model_fields[name].default_factory
+    return params if isinstance(params, kind) else getattr(Params.of(params), name)
+
+
+def check_places(obj: Any, places: dict[str, str], under: str = "") -> None:
+    """Check the fields of a flat settings object (DriftSettings, DPOSettings, RepairSettings) at their places in
+    params.yaml (``{"population": "search.population"}`` ``under`` ``"drift"``): the schema's ranges and allowed
+    values, its one-line errors, defined nowhere else."""
+    tree: dict[str, Any] = {}
+    for name, place in places.items():
+        *up, key = f"{under}.{place}".strip(".").split(".")
+        value = getattr(obj, name)  # a tuple as params.yaml's list
+        functools.reduce(lambda d, k: d.setdefault(k, {}), up, tree)[key] = list(value) if type(value) is tuple else value
+    Params.of(tree)
+
+
+def as_section(name: str, value: Any) -> Any:
+    """``value`` as the typed section ``name``: the section as it is; a mapping (or None) validated as params.yaml's
+    ``name:`` would be, with the same one-line errors."""
+    kind = Params.model_fields[name].default_factory
+    return value if isinstance(value, kind) else getattr(Params.of({name: dict(value or {})}), name)
 
 
 # -- errors as one line --------------------------------------------------------------------------------------------

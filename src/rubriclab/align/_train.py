@@ -13,21 +13,23 @@ import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rubriclab._params_schema import DPO_LOSS_TYPES, DPO_MODES, Data, Dpo, Params
+from rubriclab._params_schema import Data, Dpo, Params, check_places
 from rubriclab.align._policy import chat_prompt, load_policy, load_tokenizer, pick_device, require_align
 from rubriclab.atomic import write_json, write_text
-from rubriclab.errors import ConfigError, InputError
+from rubriclab.errors import InputError
 from rubriclab.paths import display_path
 
-LOSS_TYPES = DPO_LOSS_TYPES
-MODES = DPO_MODES
 _D = Dpo()  # the defaults: rubriclab._params_schema.Dpo (docs and paper values there)
+# each DPOSettings field (but seed, data.seed, and extra): its place in align.dpo, which holds its range
+_PLACES = {**{k: k for k in Dpo.model_fields if k != "lora"},
+           **{f"lora_{k}": f"lora.{k}" for k in ("r", "alpha", "dropout")}, "target_modules": "lora.target_modules"}
 
 
 @dataclass(frozen=True)
@@ -56,27 +58,14 @@ class DPOSettings:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ConfigError(f"params.yaml: align.dpo.mode={self.mode!r}; allowed: {', '.join(MODES)}")
-        if self.loss_type not in LOSS_TYPES:
-            raise ConfigError(f"params.yaml: align.dpo.loss_type={self.loss_type!r}; allowed: {', '.join(LOSS_TYPES)}")
-        for name in ("beta", "learning_rate", "epochs"):
-            if not float(getattr(self, name)) > 0:
-                raise ConfigError(f"params.yaml: align.dpo.{name}={getattr(self, name)!r}; expected a number > 0")
-        for name in ("batch_size", "grad_accum", "max_length", "lora_r"):
-            if int(getattr(self, name)) < 1:
-                raise ConfigError(f"params.yaml: align.dpo.{name}={getattr(self, name)!r}; expected an integer ≥ 1")
-        if not 0 <= float(self.warmup_ratio) < 1:
-            raise ConfigError(f"params.yaml: align.dpo.warmup_ratio={self.warmup_ratio!r}; expected 0 ≤ ratio < 1")
+        check_places(self, _PLACES, "align.dpo")
 
     @classmethod
     def of(cls, dpo: Dpo | dict[str, Any] | None, seed: int) -> DPOSettings:
         """The ``align.dpo`` section (typed, or a mapping validated as params.yaml's) with the data seed."""
         d = dpo if isinstance(dpo, Dpo) else Params.of({"align": {"dpo": dict(dpo or {})}}).align.dpo
-        flat = d.model_dump(exclude={"lora"})
-        lora = d.lora
-        return cls(**flat, lora_r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
-                   target_modules=tuple(lora.target_modules), seed=seed)
+        flat = {name: attrgetter(place)(d) for name, place in _PLACES.items()}
+        return cls(**{**flat, "target_modules": tuple(d.lora.target_modules)}, seed=seed)
 
     def total_steps(self, n_pairs: int) -> int:
         if self.max_steps:

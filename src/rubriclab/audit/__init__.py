@@ -29,11 +29,11 @@ from rubriclab.audit._context import (
 from rubriclab.audit._fit import audit_applicability, audit_score_structure
 from rubriclab.audit._injection import INJECTIONS, audit_injection, injection_figure
 from rubriclab.audit._reliability import audit_reliability, pairwise_requests
-from rubriclab.audit._run import AXES, DEFAULTS, check_axes, not_audited_reason, run_audit
+from rubriclab.audit._run import AXES, check_axes, not_audited_reason, run_audit
 from rubriclab.audit._structure import PROPERTIES, audit_structure
 
 __all__ = [
-    "AXES", "COLUMNS", "DEFAULTS", "LEGEND", "ORIENTATIONS", "PROPERTIES", "AuditContext", "Tally", "adjust_family",
+    "AXES", "COLUMNS", "LEGEND", "ORIENTATIONS", "PROPERTIES", "AuditContext", "Tally", "adjust_family",
     "INJECTIONS", "audit_injection", "injection_figure",
     "audit_accuracy", "audit_adversarial", "audit_applicability", "audit_reliability", "audit_score_structure",
     "audit_structure", "best_sources", "context_from_params",

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubriclab._params_schema import ALPHA_ORIENTATIONS, Audit, Data
+from rubriclab._params_schema import ALPHA_ORIENTATIONS, Audit, Data, Llm, check_places
 from rubriclab.errors import ConfigError
 from rubriclab.llm import CallResult, Gateway, RoleSpec
 
@@ -93,13 +93,8 @@ class AuditContext:
     tally: Tally = field(default_factory=Tally)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        if self.alpha_orientation not in ORIENTATIONS:
-            raise ConfigError(f"audit.alpha_orientation: {self.alpha_orientation!r}; allowed: {', '.join(ORIENTATIONS)}")
-        if not 0.0 <= float(self.tie_credit) <= 1.0:
-            raise ConfigError(f"audit.tie_credit: {self.tie_credit!r}; expected a credit in [0, 1] (0.5 = half a win)")
-        if not 0.0 < float(self.confidence) < 1.0:
-            raise ConfigError(f"audit.confidence: {self.confidence!r}; expected a level strictly between 0 and 1")
+    def __post_init__(self) -> None:  # the audit section's ranges and allowed values (rubriclab._params_schema)
+        check_places(self, {k: k for k in ("n_boot", "confidence", "tie_credit", "alpha_orientation")}, "audit")
 
     @property
     def judge(self) -> RoleSpec:
@@ -150,25 +145,22 @@ def from_bootstrap(boot: dict[str, Any], unit: str, **extra: Any) -> dict[str, A
     return metric(boot.get("estimate"), boot.get("low"), boot.get("high"), boot.get("n_items"), ci=ci, **extra)
 
 
-def context_from_params(params: dict[str, Any], gateway: Gateway) -> tuple[AuditContext, list[str]]:
-    """The audit's context from params.yaml (llm.roles, audit.*, data.seed) on ``gateway``, and the models it
-    names. Every stage that judges with the audit's protocol (audit, repair) builds it here, so their
+def context_from_params(llm: Llm, a: Audit, seed: int, gateway: Gateway) -> tuple[AuditContext, list[str]]:
+    """The audit's context from params.yaml's sections (``llm``, ``audit``, ``data.seed``) on ``gateway``, and the
+    models it names. Every stage that judges with the audit's protocol (audit, repair) builds it here, so their
     requests are identical and the call store serves one stage's calls to the other."""
-    from rubriclab._params_schema import Params, given
     from rubriclab.llm import panel, roles_from_params
 
-    p, params = Params.of(params), given(params)
-    roles = roles_from_params(params)
+    roles = roles_from_params(llm)
     if "judge" not in roles:
         raise ConfigError("params.yaml: llm.roles.judge is not configured; the audit needs a judge (or a panel)")
-    a = p.audit
 
     def one(name: str) -> RoleSpec | None:
         return panel(roles[name])[0] if name in roles else None
 
     ctx = AuditContext(gateway=gateway, judges=panel(roles["judge"]), paraphraser=one("paraphraser"),
                        attacker=one("attacker"), verifier=one("verifier"), embedder=one("embedder"),
-                       templates_dir=p.llm.templates_dir, seed=p.data.seed, n_boot=int(a.n_boot),
+                       templates_dir=llm.templates_dir, seed=int(seed), n_boot=int(a.n_boot),
                        confidence=float(a.confidence), tie_credit=float(a.tie_credit),
                        alpha_orientation=str(a.alpha_orientation))
     models = sorted({m.model for r in roles.values() for m in panel(r)})

@@ -4,9 +4,10 @@ rubric-conditioned accuracy across sources (paired on the same held-out pairs)."
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
-from rubriclab._params_schema import AUDIT_AXES, Audit
+from rubriclab._params_schema import AUDIT_AXES, Audit, as_section
 from rubriclab.audit._compare import adversarial_item_values, paired_item_comparisons
 from rubriclab.audit._context import AuditContext
 from rubriclab.audit._fit import audit_applicability, audit_score_structure
@@ -18,12 +19,6 @@ from rubriclab.errors import ConfigError
 from rubriclab.rubrics import RubricSet
 
 AXES = AUDIT_AXES
-# the defaults of params.yaml's audit section (rubriclab._params_schema.Audit, their one definition); the checks'
-# bounds are filled in by bounds_of
-DEFAULTS: dict[str, Any] = {**Audit().model_dump(exclude={"sources", "axes", "pool_size", "heldout_size",
-                                                          "out_of_domain", "confidence", "tie_credit",
-                                                          "alpha_orientation"}),
-                            "paraphrase_check": {}, "attack_check": {}}
 
 
 def check_axes(axes: list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -41,12 +36,13 @@ def not_audited_reason(rs: RubricSet) -> str:
 
 
 def run_audit(sources: dict[str, RubricSet], *, pool: list[Pair], heldout: list[Pair], ood: list[Pair],
-              ctx: AuditContext, cfg: dict[str, Any], axes: tuple[str, ...] = AXES) -> dict[str, Any]:
+              ctx: AuditContext, cfg: Audit | Mapping[str, Any] | None,
+              axes: tuple[str, ...] = AXES) -> dict[str, Any]:
     """Returns ``card`` ({source: {metric: entry}}), ``comparisons`` (paired rows), ``details``
     ({source: {axis: per-criterion rows / per-item rows}}), ``counts`` (per-axis detail counts),
     ``tally`` (parse/transport failures per source, axis and role; dropped items by reason) and
     ``not_audited`` ({source: reason} for sources with no criteria)."""
-    c = {**DEFAULTS, **cfg}
+    c = as_section("audit", cfg).model_dump()  # params.yaml's audit section, every default filled in
     axes = check_axes(axes)
     # refuse a typo in a check's bounds before any model call, not after the attacks are written
     bounds_of(PARAPHRASE_BOUNDS, c["paraphrase_check"], "audit.paraphrase_check")

@@ -11,16 +11,13 @@ from typing import Any
 
 import numpy as np
 
+from rubriclab._params_schema import AttackCheck, ParaphraseCheck
 from rubriclab.errors import ConfigError
 from rubriclab.llm import embed_texts
 
-PARAPHRASE_BOUNDS: dict[str, float] = {
-    "min_similarity": 0.6,   # cosine (embedder role) to the original: below = meaning changed or gibberish
-    "max_similarity": 0.995,  # above = a copy, not a paraphrase
-    "min_length_ratio": 0.4,  # words of the paraphrase / words of the original
-    "max_length_ratio": 2.5,
-}
-ATTACK_BOUNDS: dict[str, float] = {"min_words": 5, "max_words": 2000}
+# audit.paraphrase_check / audit.attack_check: their one definition (and docs) in rubriclab._params_schema
+PARAPHRASE_BOUNDS: dict[str, float] = ParaphraseCheck().model_dump()
+ATTACK_BOUNDS: dict[str, float] = AttackCheck().model_dump()
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _VOWELS = set("aeiouyáéíóúàèìòùäëïöüâêîôûåæøœ")

@@ -7,10 +7,11 @@ A source with fewer criteria than ``k`` (0 included) is still returned, with
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubriclab._params_schema import Discover
+from rubriclab._params_schema import Discover, as_section
 from rubriclab.data import Pair
 from rubriclab.discover._consolidate import Node, consolidate, nodes_from_candidates
 from rubriclab.discover._extract import extract_candidates
@@ -22,9 +23,6 @@ from rubriclab.errors import InvariantError
 from rubriclab.llm import Gateway, RoleSpec, embed_texts
 from rubriclab.llm._store import CallStore
 from rubriclab.rubrics import Criterion, RubricSet
-
-# params.yaml's discover defaults (rubriclab._params_schema.Discover, their one definition) under the stage's cfg
-DEFAULTS: dict[str, Any] = Discover().model_dump(exclude={"datasets", "task_derived", "imported_dir"})
 
 
 @dataclass
@@ -46,11 +44,12 @@ def _criterion(n: Node, dataset: str) -> Criterion:
                                  "candidates": n.members, "pairs": n.pairs})
 
 
-def discover(pairs: list[Pair], cfg: dict[str, Any], *, gateway: Gateway, store: CallStore, extractor: RoleSpec,
+def discover(pairs: list[Pair], cfg: Discover | Mapping[str, Any] | None, *, gateway: Gateway, store: CallStore, extractor: RoleSpec,
              consolidator: RoleSpec, embedder: RoleSpec, judge: RoleSpec, dataset: str, seed: int = 42,
              templates_dir: str | None = None, progress: bool = True) -> DiscoveryResult:
-    """Run PReMISE discovery on ``pairs`` (the extraction split) with settings ``cfg`` (params.discover)."""
-    c = {**DEFAULTS, **cfg, "pref_rank": {**DEFAULTS["pref_rank"], **(cfg.get("pref_rank") or {})}}
+    """Run PReMISE discovery on ``pairs`` (the extraction split) with settings ``cfg``: params.yaml's ``discover``
+    section (typed, or a mapping read as that section: every default from rubriclab._params_schema.Discover)."""
+    c = as_section("discover", cfg).model_dump()
     pairs = pairs[: c["max_pairs"]]
     candidates, extract_report = extract_candidates(pairs, gateway, extractor, seed=seed,
                                                     min_criteria=c["min_criteria"], max_criteria=c["max_criteria"],

@@ -8,15 +8,16 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rubriclab._params_schema import DRIFT_METHODS, Data, Drift, Params
+from rubriclab._params_schema import DRIFT_METHODS, Data, Drift, DriftSearch, Params, check_places
 from rubriclab.data import Pair, stable_hash
 from rubriclab.drift._refine import check_candidate
-from rubriclab.errors import ConfigError, InputError
+from rubriclab.errors import InputError
 from rubriclab.judging import PairwiseRubric, agreement, judge_pairs
 from rubriclab.llm import CallRequest, Gateway, RoleSpec
 from rubriclab.rubrics import JudgeTemplate
@@ -25,6 +26,11 @@ SPLITS = ("train", "val", "test")
 DOMAINS = ("bench", "target")
 METHODS = DRIFT_METHODS
 _D = Drift()  # the defaults: rubriclab._params_schema.Drift (docs and paper values there)
+# each DriftSettings field (but seed, data.seed): its place in the drift section, which holds its range
+_PLACES = {**{k: k for k in ("methods", "val_budget", "refill", "max_chars", "samples", "tie_credit", "n_boot",
+                             "confidence")}, **{k: f"search.{k}" for k in DriftSearch.model_fields},
+           "cases_bench": "cases.bench", "cases_target": "cases.target", "tg_bench": "textgrad.bench_batch",
+           "tg_target": "textgrad.target_batch", "tg_rollback": "textgrad.rollback"}
 
 
 @dataclass(frozen=True)
@@ -56,31 +62,11 @@ class DriftSettings:
     def of(cls, drift: Drift | Mapping[str, Any] | None, seed: int, **override: Any) -> DriftSettings:
         """The ``drift`` section (typed, or a mapping validated as params.yaml's) with the data seed."""
         d = drift if isinstance(drift, Drift) else Params.of({"drift": dict(drift or {})}).drift
-        return cls(**{"methods": tuple(d.methods), "val_budget": d.val_budget, "refill": d.refill,
-                      **d.search.model_dump(), "cases_bench": d.cases.bench, "cases_target": d.cases.target,
-                      "max_chars": d.max_chars, "tg_bench": d.textgrad.bench_batch,
-                      "tg_target": d.textgrad.target_batch, "tg_rollback": d.textgrad.rollback,
-                      "samples": d.samples, "tie_credit": d.tie_credit, "n_boot": d.n_boot,
-                      "confidence": d.confidence, "seed": int(seed), **override})
+        flat = {name: attrgetter(place)(d) for name, place in _PLACES.items()}
+        return cls(**{**flat, "methods": tuple(d.methods), "seed": int(seed), **override})
 
     def __post_init__(self) -> None:
-        unknown = [m for m in self.methods if m not in METHODS]
-        if unknown:
-            raise ConfigError(f"params.yaml: drift.methods: unknown {unknown}; allowed: {', '.join(METHODS)}")
-        for name in ("val_budget", "population", "rounds", "top_k", "children", "samples", "n_boot", "tg_rollback"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"params.yaml: drift {name}={v!r}; expected an integer ≥ 1")
-        for name in ("cases_bench", "cases_target", "tg_bench", "tg_target", "refill"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise ConfigError(f"params.yaml: drift {name}={v!r}; expected an integer ≥ 0")
-        if not 0 < float(self.subsample) <= 1:
-            raise ConfigError(f"params.yaml: drift.search.subsample={self.subsample!r}; expected a share in (0, 1]")
-        if not float(self.eps_train) >= 0:
-            raise ConfigError(f"params.yaml: drift.search.eps_train={self.eps_train!r}; expected ≥ 0")
-        if not 0 <= float(self.tie_credit) <= 1:
-            raise ConfigError(f"params.yaml: drift.tie_credit={self.tie_credit!r}; expected a credit in [0, 1]")
+        check_places(self, _PLACES, "drift")
 
     def with_(self, **changes: Any) -> DriftSettings:
         return dataclasses.replace(self, **changes)

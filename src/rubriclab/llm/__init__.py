@@ -3,9 +3,11 @@ parsers, prompt templates, the embedded local provider and judge panels."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rubriclab._params_schema import Llm, Params, section_of
 from rubriclab.llm._answers import KINDS, answer_format, parse_exploit, parse_verdict_line, register_answer_kind
 from rubriclab.llm._budget import BudgetExceededError, SpendBudget
 from rubriclab.llm._draws import distinct_draws, draw_identity
@@ -45,15 +47,13 @@ from rubriclab.llm._templates import (
     warn_undelimited,
 )
 
-DEFAULT_STORE = ".rubriclab/calls.sqlite"
+DEFAULT_STORE = Llm().store  # rubriclab._params_schema.Llm: its one definition
 
 
-def store_location(params: dict[str, Any], project_dir: Path) -> str:
-    """Where the call store lives: ``llm.store`` (path or URL), relative paths under the project."""
-    from rubriclab._params_schema import given
-
-    params = given(params)
-    loc = str((params.get("llm") or {}).get("store") or DEFAULT_STORE)
+def store_location(llm: Llm | Params | Mapping[str, Any], project_dir: Path) -> str:
+    """Where the call store lives: ``llm.store`` (path or URL), relative paths under the project. ``llm``: the
+    typed ``llm`` section (a Params or a params mapping is read through the schema)."""
+    loc = str(section_of(llm, "llm").store or DEFAULT_STORE)
     if "://" in loc or Path(loc).is_absolute():
         return loc
     return str(project_dir / loc)
@@ -65,16 +65,16 @@ def prepare_roles(roles: dict[str, RoleSpec | list[RoleSpec]]) -> None:
         local_provider()
 
 
-def gateway_from_params(params: dict[str, Any], stage: str, project_dir: Path, progress: bool = True) -> TalliedGateway:
+def gateway_from_params(llm: Llm | Params | Mapping[str, Any], stage: str, project_dir: Path,
+                        progress: bool = True) -> TalliedGateway:
     """A gateway on the project's call store, with providers for the configured roles registered. It tallies its
-    results per role, so the stage ends with ``check_calls(gateway)`` (failed calls → non-zero exit)."""
-    from rubriclab._params_schema import given
-
-    params = given(params)
-    prepare_roles(roles_from_params(params))
-    llm = params.get("llm") or {}
-    return TalliedGateway(open_store(store_location(params, project_dir)), stage=stage, progress=progress,
-                          prefix_schedule=bool(llm.get("prefix_order", True)), budget=SpendBudget.of(llm.get("budget")))
+    results per role, so the stage ends with ``check_calls(gateway)`` (failed calls → non-zero exit). ``llm``: the
+    typed ``llm`` section (a Params or a params mapping is read through the schema)."""
+    llm = section_of(llm, "llm")
+    prepare_roles(roles_from_params(llm))
+    budget = llm.budget.model_dump() if llm.budget is not None else None
+    return TalliedGateway(open_store(store_location(llm, project_dir)), stage=stage, progress=progress,
+                          prefix_schedule=llm.prefix_order, budget=SpendBudget.of(budget))
 
 
 __all__ = [

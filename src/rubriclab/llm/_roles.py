@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from rubriclab._params_schema import RoleDefaults, RoleFields, Roles
+from rubriclab._params_schema import Llm, Params, RoleDefaults, RoleFields, Roles, section_of
 from rubriclab.errors import ConfigError
 from rubriclab.secrets import (
     is_env_ref,
@@ -138,20 +139,13 @@ def role_from_dict(name: str, spec: dict[str, Any] | str, defaults: dict[str, An
     return RoleSpec(**{**merged, "name": name})
 
 
-def roles_from_params(params: dict[str, Any]) -> dict[str, RoleSpec | list[RoleSpec]]:
-    """All roles under ``llm.roles`` (with ``llm.defaults`` applied)."""
-    from rubriclab._params_schema import given
-
-    params = given(params)
-    llm = params.get("llm") or {}
-    roles = llm.get("roles") or {}
-    defaults = llm.get("defaults") or {}
-    out = {}
-    for name, spec in roles.items():
-        if name not in ROLES:
-            raise ConfigError(f"params.yaml: llm.roles.{name}: unknown role; allowed: {', '.join(ROLES)}")
-        out[name] = role_from_dict(name, spec, defaults)
-    return out
+def roles_from_params(llm: Llm | Params | Mapping[str, Any]) -> dict[str, RoleSpec | list[RoleSpec]]:
+    """All roles under ``llm.roles`` (with ``llm.defaults`` applied). ``llm``: the typed ``llm`` section (a Params
+    or a params mapping is read through the schema)."""
+    llm = section_of(llm, "llm")
+    roles = llm.roles.model_dump(exclude_unset=True)
+    defaults = llm.defaults.model_dump(exclude_unset=True)
+    return {name: role_from_dict(name, spec, defaults) for name, spec in roles.items()}  # names: checked by Roles
 
 
 def panel(role: RoleSpec | list[RoleSpec]) -> list[RoleSpec]:

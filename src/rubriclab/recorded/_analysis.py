@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from rubriclab._params_schema import Recorded
+from rubriclab._params_schema import Params, Recorded
 from rubriclab.errors import ConfigError
 from rubriclab.recorded._agreement import (
     alpha_from_parts,
@@ -70,6 +70,8 @@ _LIST_LINE = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+\S", re.MULTILINE)
 
 
 _R = Recorded()  # recorded.*'s defaults (rubriclab._params_schema.Recorded, docs there)
+# Settings fields under the same name in recorded, which holds their ranges (contrasts, a mapping there: _contrast)
+_CHECKED = ("confidence", "n_boot", "seed", "alpha", "power", "tie_credit", "baseline", "contrast_judges")
 
 
 @dataclass(frozen=True)
@@ -89,16 +91,11 @@ class Settings:
     contrast_judges: tuple[str, ...] | None = None  # the judges the contrasts are drawn for (None: every judge)
 
     def __post_init__(self) -> None:
-        if not 0 < self.confidence < 1 or not 0 < self.alpha < 1 or not 0 < self.power < 1:
-            raise ConfigError("recorded: confidence, alpha and power must lie in (0, 1)")
         if self.contrasts is not None:
             object.__setattr__(self, "contrasts", tuple(_contrast(c) for c in self.contrasts))
         if self.contrast_judges is not None:
             object.__setattr__(self, "contrast_judges", tuple(str(j) for j in self.contrast_judges))
-        if self.n_boot < 1:
-            raise ConfigError(f"recorded.n_boot={self.n_boot}: expected an integer >= 1")
-        if not 0 <= self.tie_credit <= 1:
-            raise ConfigError(f"recorded.tie_credit={self.tie_credit}: expected a credit in [0, 1]")
+        Params.of({"recorded": {k: list(v) if type(v := getattr(self, k)) is tuple else v for k in _CHECKED}})
 
     def interval(self, unit: str = "pairs") -> str:
         return f"{100 * self.confidence:g}% percentile bootstrap over {unit} (B={self.n_boot})"

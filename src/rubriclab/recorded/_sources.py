@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rubriclab._params_schema import Params
 from rubriclab.errors import ConfigError
 from rubriclab.paths import display_path
 from rubriclab.recorded._llmbar import read_llmbar
@@ -41,7 +42,8 @@ def _store_source(spec: dict[str, Any], project: Path, name: str, params: dict[s
     if not spec.get("pairs") or not isinstance(spec.get("rubrics"), dict) or not spec["rubrics"]:
         raise ConfigError(f"{where}: format store needs 'pairs' (the pairs file the stage judged) and 'rubrics' "
                           "(condition name: rubric file, a RIPD line as file.jsonl#prompt_id)")
-    roles = roles_from_params(params)
+    p = Params.of(params)
+    roles = roles_from_params(p.llm)
     if "judge" not in roles:
         raise ConfigError(f"{where}: format store needs llm.roles.judge (the role the stage judged with)")
     judge = panel(roles["judge"])[0]
@@ -50,18 +52,18 @@ def _store_source(spec: dict[str, Any], project: Path, name: str, params: dict[s
     if spec.get("temperature") is not None:
         judge = judge.with_(temperature=float(spec["temperature"]))
     loc = str(spec["path"])
-    loc = store_location(params, project) if loc == "llm.store" else (
+    loc = store_location(p.llm, project) if loc == "llm.store" else (
         loc if "://" in loc else str(resolve_path(loc, project)))
     rubrics = {}
     for cond, ref in spec["rubrics"].items():
         file, _, prompt_id = str(ref).partition("#")
         rubrics[str(cond)] = load_pairwise_rubric(resolve_path(file, project), prompt_id or None)
     seed = spec.get("seed")
-    seed = int(((params.get("data") or {}).get("seed")) or 0) if seed is None else int(seed)
+    seed = p.data.seed if seed is None else int(seed)
     display = display_path(loc, project)
     return read_store(loc, read_pairs(resolve_path(str(spec["pairs"]), project)), rubrics, judge, seed=seed,
                       samples=int(spec.get("samples") or 1), both_orders=bool(spec.get("both_orders")),
-                      templates_dir=(params.get("llm") or {}).get("templates_dir"), name=name, where=display)
+                      templates_dir=p.llm.templates_dir, name=name, where=display)
 
 
 def read_source(spec: dict[str, Any], project: Path, name: str, params: dict[str, Any] | None = None) -> RecordedSet:

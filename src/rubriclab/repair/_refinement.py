@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from operator import attrgetter
+from types import SimpleNamespace
 from typing import Any
 
 from tqdm.auto import tqdm
 
-from rubriclab._params_schema import Audit, Params, Repair
+from rubriclab._params_schema import Audit, Packet, Params, Repair, check_places
 from rubriclab.audit import AuditContext, audit_adversarial, audit_reliability
 from rubriclab.data import Pair
 from rubriclab.errors import ConfigError
@@ -29,6 +31,14 @@ from rubriclab.repair._refine import propose
 from rubriclab.rubrics import BudgetLimits, RubricSet
 
 _A, _R = Audit(), Repair()  # the defaults: rubriclab._params_schema (docs and paper values there)
+# each RepairSettings field (but limits and attack_check, other shapes there): its place in params.yaml, which holds
+# its range; ``of`` reads the _FLOATS as floats
+_PLACES = {"pool_runs": "audit.runs", "pool_run_temperature": "audit.run_temperature",
+           "pool_attacks": "audit.n_attacks", "n_attacks": "repair.n_attacks", "tau": "audit.tau",
+           "baseline_reference": "audit.baseline_reference",
+           **{k: f"repair.packet.{k}" for k in Packet.model_fields},
+           **{k: f"repair.{k}" for k in ("max_operators", "operators", "max_criteria")}}
+_FLOATS = ("pool_run_temperature", "tau", "margin", "unstable_spread")
 
 def parse_delta(value: Any) -> float:
     """A tolerance δ ≥ 0 from params: a number, or inf / .inf / "inf" / "infinity" for the unconstrained point."""
@@ -82,16 +92,15 @@ class RepairSettings:
                            "audit": audit.model_dump(exclude_unset=True) if isinstance(audit, Audit)
                            else dict(audit or {})})
             repair, audit = p.repair, p.audit
-        packet, ops = repair.packet, repair.operators
-        return cls(pool_runs=int(audit.runs), pool_run_temperature=float(audit.run_temperature),
-                   pool_attacks=int(audit.n_attacks), n_attacks=int(repair.n_attacks), tau=float(audit.tau),
-                   baseline_reference=str(audit.baseline_reference), per_kind=int(packet.per_kind),
-                   margin=float(packet.margin), unstable_spread=float(packet.unstable_spread),
-                   max_chars=int(packet.max_chars), max_operators=int(repair.max_operators),
-                   operators=tuple(ops) if ops else None,  # [] or null: all seven
-                   max_criteria=repair.max_criteria, limits=BudgetLimits(**repair.budget.model_dump()),
+        flat = {name: attrgetter(place)(SimpleNamespace(repair=repair, audit=audit)) for name, place in _PLACES.items()}
+        return cls(**{**flat, **{k: float(flat[k]) for k in _FLOATS},
+                      "operators": tuple(repair.operators or ()) or None},  # [] or null: all seven
+                   limits=BudgetLimits(**repair.budget.model_dump()),
                    # what the user set, as the audit passes it (its bounds fill in the rest)
                    attack_check=tuple(sorted(audit.attack_check.model_dump(exclude_unset=True).items())))
+
+    def __post_init__(self) -> None:
+        check_places(self, _PLACES)
 
 
 def _subsets(settings: RepairSettings) -> list[tuple[str, ...]]:

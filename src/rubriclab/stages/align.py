@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab._params_schema import Params, given
+from rubriclab._params_schema import AlignRubrics, Params
 from rubriclab.align import (
     REGIME_LABELS,
     REGIMES,
@@ -70,10 +70,10 @@ def _path(project: Path, spec: str | Path) -> Path:
     return p if p.is_absolute() else project / p
 
 
-def load_rubrics(project: Path, cfg: dict[str, Any], setting: str, seed_file: Path | None = None,
+def load_rubrics(project: Path, rubrics: dict[str, AlignRubrics], setting: str, seed_file: Path | None = None,
                  biased_file: Path | None = None) -> dict[str, Any]:
-    spec = dict((cfg.get("rubrics") or {}).get(setting) or {})
-    files = {"seed": seed_file or spec.get("seed"), "biased": biased_file or spec.get("biased")}
+    spec = rubrics.get(setting) or AlignRubrics()
+    files = {"seed": seed_file or spec.seed, "biased": biased_file or spec.biased}
     out = {}
     for name, f in files.items():
         if not f:
@@ -83,7 +83,7 @@ def load_rubrics(project: Path, cfg: dict[str, Any], setting: str, seed_file: Pa
         if not path.exists():
             hint = " (run `dvc repro drift` first)" if "outputs/drift" in str(path) else ""
             raise ConfigError(f"{path}: missing; align.rubrics.{setting}.{name} names it{hint}")
-        prompt_id = spec.get(f"{name}_prompt_id") if (name == "seed" and not seed_file) or (
+        prompt_id = getattr(spec, f"{name}_prompt_id") if (name == "seed" and not seed_file) or (
             name == "biased" and not biased_file) else None
         out[name] = {"rubric": load_pairwise_rubric(path, prompt_id), "path": path}
     return out
@@ -91,9 +91,8 @@ def load_rubrics(project: Path, cfg: dict[str, Any], setting: str, seed_file: Pa
 
 def align_context(params: dict[str, Any], project: Path, setting: str, *, seed_file: Path | None = None,
                   biased_file: Path | None = None, out_dir: Path | None = None) -> dict[str, Any]:
-    p, params = Params.of(params), given(params)
-    cfg = dict(params.get("align") or {})
-    roles = roles_from_params(params)
+    p = Params.of(params)
+    roles = roles_from_params(p.llm)
     for needed in ("judge", "policy", "reward", "pairwise_judge"):
         if needed not in roles:
             raise ConfigError(f"params.yaml: llm.roles.{needed} is not configured; align needs it")
@@ -104,12 +103,12 @@ def align_context(params: dict[str, Any], project: Path, setting: str, *, seed_f
     embedded = sorted(k for k, m in used.items() if m.startswith("local/"))
     third_tpl = load_pairwise_rubric(_path(project, p.align.third_party_template))
     return {
-        "params": params, "project": project, "setting": setting, "cfg": cfg, "align": p.align,
+        "params": p, "llm": p.llm, "project": project, "setting": setting, "align": p.align,
         "seed": p.data.seed, "out": out_dir or project / "outputs/align" / setting,
         "adhoc": out_dir is not None, "judge": judge, "policy": policy, "reward": reward, "third": third,
         "third_rubric": third_tpl, "models": used, "embedded": embedded,
         "templates_dir": p.llm.templates_dir,
-        "rubrics": load_rubrics(project, cfg, setting, seed_file, biased_file),
+        "rubrics": load_rubrics(project, p.align.rubrics, setting, seed_file, biased_file),
         "regimes": tuple(p.align.regimes or REGIMES),
         "cache_dir": project / ".rubriclab/models",
     }
@@ -125,7 +124,7 @@ def _split(project: Path, setting: str, domain: str, split: str, limit: int | No
 
 def _gateway(ctx: dict[str, Any]) -> Any:
     if "gateway" not in ctx:
-        ctx["gateway"] = gateway_from_params(ctx["params"], stage=f"align@{ctx['setting']}", project_dir=ctx["project"])
+        ctx["gateway"] = gateway_from_params(ctx["llm"], stage=f"align@{ctx['setting']}", project_dir=ctx["project"])
     return ctx["gateway"]
 
 
@@ -483,7 +482,8 @@ def run_align_stage(params: dict[str, Any], project: Path, setting: str, *, step
                 timing[step] = time.perf_counter() - started
         labels, train, evaluation = done.get("label"), done.get("train"), done.get("evaluate")
         summary, metrics = summarize(ctx, labels, train, evaluation)
-        summary += "\nWall time: " + ", ".join(f"{k} {v:.0f} s" for k, v in timing.items()) + ".\n"
+        # wall times go to MLflow only: in summary.md they made every re-run write other bytes (a stale dvc.lock)
+        run.log_metrics({f"wall_s.{k}": v for k, v in timing.items()})
         atomic.write_text(ctx["out"] / "summary.md", summary, encoding="utf-8")
         run.log_artifact(ctx["out"] / "summary.md")
         if train is not None and (ctx["out"] / "training/curves.png").exists():

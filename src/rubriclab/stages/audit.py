@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab._params_schema import Audit, Params, given
+from rubriclab._params_schema import Audit, Params
 from rubriclab.audit import (
     LEGEND,
     AuditContext,
@@ -95,8 +95,8 @@ def load_sources(project: Path, dataset: str, names: list[str], extra: list[Path
     return out
 
 
-def _context(params: dict[str, Any], project: Path, stage: str) -> tuple[AuditContext, list[str]]:
-    return context_from_params(params, gateway_from_params(params, stage=stage, project_dir=project))
+def _context(p: Params, project: Path, stage: str) -> tuple[AuditContext, list[str]]:
+    return context_from_params(p.llm, p.audit, p.data.seed, gateway_from_params(p.llm, stage=stage, project_dir=project))
 
 
 def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sources: list[str] | None = None,
@@ -105,8 +105,8 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
     """Audit ``dataset``. The DVC stage writes ``outputs/audit/<dataset>`` and ``metrics/audit/<dataset>.json``;
     an ad-hoc audit (``out_dir`` given, e.g. from the CLI) writes only its own folder, so it never
     touches the pipeline's outputs."""
-    p, params = Params.of(params), given(params)
-    cfg, a = dict(params.get("audit") or {}), p.audit
+    p = Params.of(params)
+    a = p.audit
     names = list(sources if sources is not None else a.sources)
     rubric_sets = load_sources(project, dataset, names, rubric_files)
     if not rubric_sets:
@@ -116,14 +116,14 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
     ood_name = a.out_of_domain.get(dataset)
     ood = _split(project, ood_name, "audit", a.pool_size) if ood_name else []
     axes = tuple(axes or a.axes or Audit().axes)
-    ctx, models = _context(params, project, f"audit@{dataset}")
+    ctx, models = _context(p, project, f"audit@{dataset}")
     out = out_dir or project / "outputs/audit" / dataset
     out.mkdir(parents=True, exist_ok=True)
     embedded = bool(ctx.extra["embedded_roles"])
     with stage_run("audit", f"audit@{dataset}", p.effective(), project, experiment=p.tracking.experiment,
                    tags={"dataset": dataset, "models": ", ".join(models), "sources": ", ".join(rubric_sets),
                          "embedded_model": str(embedded), "adhoc": str(out_dir is not None)}) as run:
-        result = run_audit(rubric_sets, pool=pool, heldout=heldout, ood=ood, ctx=ctx, cfg=cfg, axes=axes)
+        result = run_audit(rubric_sets, pool=pool, heldout=heldout, ood=ood, ctx=ctx, cfg=a, axes=axes)
         card = result["card"]
         add_leakage(card, result["details"], rubric_sets, ctx)
         table = cross_source_table(card, result["comparisons"])
@@ -145,7 +145,7 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
         atomic.write_json(out / "card.json", {"dataset": dataset, "models": models, "embedded": embedded,
                                               "embedded_roles": ctx.extra["embedded_roles"],
                                               "axes": list(axes), "card": card,
-                                              "settings": _settings(ctx, cfg),
+                                              "settings": _settings(ctx, a),
                                               "not_audited": result["not_audited"],
                                               "failures": result["tally"],
                                               "failures_by_role": result["tally_by_role"],
@@ -205,8 +205,8 @@ def add_leakage(card: dict[str, dict[str, Any]], details: dict[str, Any], rubric
                                       reason=lk.get("reason"), model=lk.get("model"), n_failed=lk.get("n_failed"))
 
 
-def _settings(ctx: AuditContext, cfg: dict[str, Any]) -> dict[str, Any]:
-    a = Audit.model_validate(cfg)  # the card shows the effective values (n_boot_paired: the one used)
+def _settings(ctx: AuditContext, a: Audit) -> dict[str, Any]:
+    """The card shows the effective values (n_boot_paired: the one used)."""
     return {"confidence": ctx.confidence, "n_boot": ctx.n_boot, "n_boot_paired": a.n_boot_paired,
             "seed": ctx.seed, "tie_credit": ctx.tie_credit, "alpha_orientation": ctx.alpha_orientation,
             "baseline_reference": a.baseline_reference, "injection": a.injection}

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab._params_schema import Params, given
+from rubriclab._params_schema import Params
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.discover import REASONS, discover, task_derived_rubric
@@ -93,29 +93,27 @@ def _missing(rs) -> int:
 
 def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, k: int | None = None) -> dict:
     """Discover rubrics on ``dataset``'s extraction split; write every rubric source; log the run."""
-    p, params = Params.of(params), given(params)
-    cfg = dict(params.get("discover") or {})  # what the file says: discover() merges its DEFAULTS under it
-    if k is not None:
-        cfg["k"] = k
+    p = Params.of(params)
+    cfg = p.discover if k is None else p.discover.model_copy(update={"k": k})
     split = project_dir / "outputs/data/premise" / dataset / "extraction.parquet"
     if not split.exists():
         raise ConfigError(f"{split}: no extraction split for dataset {dataset!r}; run `dvc repro data` and check "
                           f"data.premise.sources lists it")
     pairs = read_pairs(split)
-    roles = roles_from_params(params)
-    templates_dir = Params.of(params).llm.templates_dir
+    roles = roles_from_params(p.llm)
+    templates_dir = p.llm.templates_dir
     rubrics_out = project_dir / "outputs/rubrics" / dataset
     evidence = project_dir / "outputs/discover" / dataset
     rubrics_out.mkdir(parents=True, exist_ok=True)
     evidence.mkdir(parents=True, exist_ok=True)
-    gateway = gateway_from_params(params, stage=f"discover@{dataset}", project_dir=project_dir)
+    gateway = gateway_from_params(p.llm, stage=f"discover@{dataset}", project_dir=project_dir)
     with stage_run("discover", f"discover@{dataset}", p.effective(), project_dir,
-                   experiment=Params.of(params).tracking.experiment,
+                   experiment=p.tracking.experiment,
                    tags={"dataset": dataset, "models": ", ".join(sorted({m.model for r in roles.values()
                                                                           for m in panel(r)}))}) as run:
         result = discover(pairs, cfg, gateway=gateway, store=gateway.store, extractor=_role(roles, "extractor"),
                           consolidator=_role(roles, "consolidator"), embedder=_role(roles, "embedder"),
-                          judge=_role(roles, "judge"), dataset=dataset, seed=Params.of(params).data.seed,
+                          judge=_role(roles, "judge"), dataset=dataset, seed=p.data.seed,
                           templates_dir=templates_dir)
         written = {"discovered": save_rubric_set(result.discovered, rubrics_out / "discovered.json"),
                    "pref_repaired": save_rubric_set(result.pref_repaired, rubrics_out / "pref_repaired.json")}
@@ -135,7 +133,7 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
         shortfalls = {rs.source: rs.provenance["shortfall"] for rs in sources if "shortfall" in rs.provenance}
         rejected = {**result.report["rejected"], **({"task_derived": task_report.get("rejected", {})} if task else {})}
 
-        imported_dir = project_dir / cfg.get("imported_dir", "experiments/rubrics")
+        imported_dir = project_dir / p.discover.imported_dir
         for path in sorted(imported_dir.glob("*")) if imported_dir.is_dir() else []:
             if path.suffix in RUBRIC_SUFFIXES:
                 rs = load_rubric_file(path)

@@ -17,7 +17,7 @@ import optuna
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab._params_schema import Params, given
+from rubriclab._params_schema import DriftGrid, DriftLimits, Params
 from rubriclab.audit import to_markdown
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
@@ -46,10 +46,9 @@ from rubriclab.tracking import stage_run, write_metrics_json
 KNOBS = ("eps_train", "population", "rounds")
 
 
-def load_data(project: Path, setting: str, limits: dict[str, Any] | None = None) -> DriftData:
-    """The six splits of ``outputs/data/ripd/<setting>``, each cut to ``limits[split]`` pairs (None: all)."""
+def load_data(project: Path, setting: str, limits: DriftLimits | None = None) -> DriftData:
+    """The six splits of ``outputs/data/ripd/<setting>``, each cut to ``drift.limits.<split>`` pairs (None: all)."""
     base = project / "outputs/data/ripd" / setting
-    limits = dict(limits or {})
     splits = {}
     for domain in ("bench", "target"):
         for split in ("train", "val", "test"):
@@ -57,7 +56,7 @@ def load_data(project: Path, setting: str, limits: dict[str, Any] | None = None)
             if not path.exists():
                 raise ConfigError(f"{path}: missing; run `dvc repro data` (data.ripd.{setting})")
             pairs = read_pairs(path)
-            cap = limits.get(split)
+            cap = getattr(limits, split) if limits is not None else None
             splits[(domain, split)] = pairs[: int(cap)] if cap is not None else pairs
     for split in ("val", "test"):
         for domain in ("bench", "target"):
@@ -67,8 +66,9 @@ def load_data(project: Path, setting: str, limits: dict[str, Any] | None = None)
     return DriftData.of(splits)
 
 
-def seed_template(project: Path, cfg: dict[str, Any], setting: str, seed_file: Path | None = None) -> JudgeTemplate:
-    spec = seed_file or (cfg.get("seed_rubrics") or {}).get(setting)
+def seed_template(project: Path, seed_rubrics: dict[str, str], setting: str,
+                  seed_file: Path | None = None) -> JudgeTemplate:
+    spec = seed_file or seed_rubrics.get(setting)
     if not spec:
         raise ConfigError(f"params.yaml: drift.seed_rubrics.{setting} is not set; give the seed judge template "
                           "(a {\"name\", \"template\"} file or a RIPD .jsonl)")
@@ -80,11 +80,10 @@ def seed_template(project: Path, cfg: dict[str, Any], setting: str, seed_file: P
     return rubric.template
 
 
-def grid_of(cfg: dict[str, Any], settings: DriftSettings) -> list[dict[str, Any]]:
-    """Study grid over (ε_train, population, rounds); the configured point comes first."""
-    grid_cfg = dict((cfg.get("study") or {}).get("grid") or {})
+def grid_of(grid: DriftGrid, settings: DriftSettings) -> list[dict[str, Any]]:
+    """Study grid (``drift.study.grid``) over (ε_train, population, rounds); the configured point comes first."""
     base = {k: getattr(settings, k) for k in KNOBS}
-    values = {k: list(grid_cfg.get(k) or [base[k]]) for k in KNOBS}
+    values = {k: list(getattr(grid, k) or [base[k]]) for k in KNOBS}
     points = [base]
     for e in values["eps_train"]:
         for p in values["population"]:
@@ -104,12 +103,11 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
                     out_dir: Path | None = None, storage_url: str | None = None) -> dict[str, Any]:
     """Run the drift search, baselines, selection and reports for ``setting``; write ``outputs/drift/<setting>``
     and ``metrics/drift/<setting>.json`` (an ad-hoc run with ``out_dir`` writes only that folder)."""
-    p, params = Params.of(params), given(params)
-    cfg = dict(params.get("drift") or {})
+    p = Params.of(params)
     settings = DriftSettings.of(p.drift, p.data.seed)
-    data = load_data(project, setting, cfg.get("limits"))
-    seed = seed_template(project, cfg, setting, seed_file)
-    roles = roles_from_params(params)
+    data = load_data(project, setting, p.drift.limits)
+    seed = seed_template(project, p.drift.seed_rubrics, setting, seed_file)
+    roles = roles_from_params(p.llm)
     for needed in ("judge", "refiner"):
         if needed not in roles:
             raise ConfigError(f"params.yaml: llm.roles.{needed} is not configured; drift needs it")
@@ -121,13 +119,13 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
     models = sorted({f"{r.name}={r.model}" for r in used} | {f"transfer={m}" for m in transfer_models})
     embedded = sorted({r.name for r in used if r.model.startswith("local/")}
                       | {"transfer" for m in transfer_models if m.startswith("local/")})
-    gateway = gateway_from_params(params, stage=f"drift@{setting}", project_dir=project)
+    gateway = gateway_from_params(p.llm, stage=f"drift@{setting}", project_dir=project)
     templates_dir = p.llm.templates_dir
     ctx = DriftContext(seed=seed, data=data, gateway=gateway, judge=judge, refiner=refiner, settings=settings,
                        templates_dir=templates_dir)
     out = out_dir or project / "outputs/drift" / setting
     out.mkdir(parents=True, exist_ok=True)
-    grid = grid_of(cfg, settings)
+    grid = grid_of(p.drift.study.grid, settings)
     flat: dict[str, Any] = {}
     with stage_run("drift", f"drift@{setting}", p.effective(), project, experiment=p.tracking.experiment,
                    tags={"setting": setting, "models": ", ".join(models), "embedded_model": str(bool(embedded)),

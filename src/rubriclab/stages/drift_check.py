@@ -171,14 +171,15 @@ def run_drift_check(params: dict[str, Any], project: Path, *, old: str | Path, n
         old_r, new_r = (PairwiseRubric(name=f"old:{old_r.name}", template=old_r.template, rubric_set=old_r.rubric_set),
                         PairwiseRubric(name=f"new:{new_r.name}", template=new_r.template, rubric_set=new_r.rubric_set))
     pairs, notes = load_gate_data(list(data), params, project, fmt=fmt, domain_field=domain_field)
-    roles = roles_from_params(params)
+    llm = Params.of(params).llm
+    roles = roles_from_params(llm)
     if "judge" not in roles:
         raise ConfigError("params.yaml: llm.roles.judge is not configured; the drift gate needs a judge model")
     judge = panel(roles["judge"])[0]
     if judge_model:
         judge = judge.with_(model=judge_model, name="judge")
     prepare_roles({"judge": judge})
-    gateway = gateway_from_params(params, stage="drift_check", project_dir=project)
+    gateway = gateway_from_params(llm, stage="drift_check", project_dir=project)
     domains = sorted({p.domain for p in pairs})
     if bench and domains == [bench]:  # checked before any judge call: a benchmark-only run can only pass
         raise ConfigError(f"drift check: --bench {bench!r} is the only domain in the data, so nothing besides the "

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab._params_schema import Params, given
+from rubriclab._params_schema import Counterfactual, Data, Params, Probe, ProbeDataset
 from rubriclab.audit import to_markdown
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
@@ -51,37 +51,29 @@ def _resolve(project: Path, spec: str) -> Path:
     return path if path.is_absolute() else project / path
 
 
-def load_datasets(project: Path, cfg: dict[str, Any], data_files: list[Path] | None = None,
-                  seed: int = 42) -> dict[str, pd.DataFrame]:
+def load_datasets(project: Path, probe: Probe, data_files: list[Path] | None = None,
+                  seed: int = Data().seed) -> dict[str, pd.DataFrame]:
     """``probe.datasets`` (name -> {path, format, limit}), or the given files (name = file stem)."""
-    specs: dict[str, dict[str, Any]] = {}
-    if data_files:
-        specs = {Path(f).stem: {"path": str(f)} for f in data_files}
-    else:
-        specs = dict(cfg.get("datasets") or {})
+    specs = ({Path(f).stem: ProbeDataset(path=str(f)) for f in data_files} if data_files
+             else dict(probe.datasets or {}))
     if not specs:
         raise ConfigError("params.yaml: probe.datasets is empty; give at least one rubric-item file "
                           "(or demo:healthbench)")
-    out = {}
-    for name, spec in specs.items():
-        if not isinstance(spec, dict) or "path" not in spec:
-            raise ConfigError(f"params.yaml: probe.datasets.{name}: expected {{path, format?, limit?}}")
-        out[name] = load_rubric_items(_resolve(project, spec["path"]), fmt=spec.get("format", "auto"), dataset=name,
-                                      limit=spec.get("limit"), seed=seed)
-    return out
+    return {name: load_rubric_items(_resolve(project, spec.path), fmt=spec.format, dataset=name, limit=spec.limit,
+                                    seed=seed) for name, spec in specs.items()}
 
 
-def rubric_set_items(project: Path, cfg: dict[str, Any], rubric_files: list[Path] | None = None) -> dict[str, pd.DataFrame]:
+def rubric_set_items(project: Path, probe: Probe, rubric_files: list[Path] | None = None) -> dict[str, pd.DataFrame]:
     """Criteria of pairwise rubric sets as items over preference pairs (``probe.rubric_sets``)."""
-    rs_cfg = dict(cfg.get("rubric_sets") or {})
-    files = list(rubric_files or []) or [Path(p) for p in rs_cfg.get("files") or []]
+    rs_cfg = probe.rubric_sets
+    files = list(rubric_files or []) or [Path(p) for p in rs_cfg.files]
     if not files:
         return {}
-    pairs_path = project / str(rs_cfg.get("pairs", "outputs/data/premise/demo_helpful/audit.parquet"))
+    pairs_path = project / rs_cfg.pairs
     if not pairs_path.exists():
         raise ConfigError(f"{pairs_path}: missing; probe.rubric_sets.pairs names the preference pairs whose "
                           "responses the criteria are judged on (run `dvc repro data`)")
-    pairs = read_pairs(pairs_path)[: int(rs_cfg.get("max_pairs", 3))]
+    pairs = read_pairs(pairs_path)[: rs_cfg.max_pairs]
     out = {}
     for f in files:
         path = f if Path(f).is_absolute() else project / f
@@ -217,11 +209,11 @@ def _transfer_section(results: dict[str, Any], cohorts: dict[str, tuple[str, pd.
     return md
 
 
-def _counterfactual_sections(labelled: dict[str, pd.DataFrame], cf: dict[str, Any], seed: int, out: Path,
+def _counterfactual_sections(labelled: dict[str, pd.DataFrame], cf: Counterfactual, seed: int, out: Path,
                              flat: dict[str, Any], **roles: Any) -> list[str]:
     md: list[str] = []
-    n_cf = cf.get("n_items")
-    for name in list(cf.get("datasets") or list(labelled)[:1]):
+    n_cf = cf.n_items
+    for name in list(cf.datasets or list(labelled)[:1]):
         if name not in labelled:
             raise ConfigError(f"params.yaml: probe.counterfactual.datasets: unknown dataset {name!r}; "
                               f"known: {', '.join(labelled)}")
@@ -274,8 +266,8 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
                     rubric_files: list[Path] | None = None, out_dir: Path | None = None) -> dict[str, Any]:
     """Run the probe on every configured dataset; write ``outputs/probe`` and ``metrics/probe.json`` (an ad-hoc
     run with ``out_dir`` writes only that folder)."""
-    p, params = Params.of(params), given(params)
-    cfg, pr = dict(params.get("probe") or {}), p.probe
+    p = Params.of(params)
+    pr = p.probe
     seed = p.data.seed
     n_boot = int(pr.n_boot)
     confidence = float(pr.confidence)
@@ -283,14 +275,14 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
     if pr.encoder:
         raise ConfigError("params.yaml: probe.encoder: fine-tuning a Hugging Face encoder needs a GPU and is not "
                           "built here; set probe.encoder: null (the embed model uses the embedder role)")
-    roles = roles_from_params(params)
+    roles = roles_from_params(p.llm)
     for needed in ("judge", "generator", "embedder"):
         if needed not in roles:
             raise ConfigError(f"params.yaml: llm.roles.{needed} is not configured; probe needs it")
     judge, generator = panel(roles["judge"])[0], panel(roles["generator"])[0]
     rewriter = panel(roles.get("refiner") or roles["generator"])[0]
     embedder = panel(roles["embedder"])[0]
-    gateway = gateway_from_params(params, stage="probe", project_dir=project)
+    gateway = gateway_from_params(p.llm, stage="probe", project_dir=project)
     templates_dir = p.llm.templates_dir
     used = [judge, generator, rewriter, embedder]
     models_used = sorted({f"{r.name}={r.model}" for r in used})
@@ -299,15 +291,15 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
     def embed(texts: list[str]):
         return embed_texts(list(texts), embedder, gateway.store, progress=False, stage=gateway.stage)
 
-    datasets = load_datasets(project, cfg, data_files, seed)
-    datasets.update(rubric_set_items(project, cfg, rubric_files))
+    datasets = load_datasets(project, pr, data_files, seed)
+    datasets.update(rubric_set_items(project, pr, rubric_files))
     out = out_dir or project / "outputs/probe"
     out.mkdir(parents=True, exist_ok=True)
     probe_kw = {"models": models, "embed": embed if "embed" in models else None, "seed": seed,
                 "test_size": float(pr.test_size), "cv_folds": int(pr.cv_folds),
                 "class_weight": pr.class_weight, "balance": pr.balance,
                 "n_boot": n_boot, "confidence": confidence}
-    cf = dict(cfg.get("counterfactual") or {})
+    cf = pr.counterfactual
     flat: dict[str, Any] = {}
     md = ["# Rubric artifacts: probe", "", f"Models: {', '.join(models_used)}", ""]
     note = embedded_note(embedded)

@@ -17,7 +17,7 @@ import optuna
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab._params_schema import Params, given
+from rubriclab._params_schema import Params, RepairSweep
 from rubriclab.audit import context_from_params, interval_label, to_markdown
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
@@ -56,12 +56,12 @@ def _split(project: Path, dataset: str, name: str, limit: int | None, key: str) 
     return pairs[:limit] if limit else pairs
 
 
-def grid_of(cfg: dict[str, Any], deltas: list[Any] | None = None, candidates: list[int] | None = None) -> list[dict]:
-    """Grid points (δ × candidates); δ = 0 and δ = ∞ are always in it (the named operating points)."""
-    sweep = cfg.get("sweep") or {}
-    ds = sorted({parse_delta(d) for d in (deltas if deltas is not None else sweep.get("deltas", [0.0, math.inf]))}
+def grid_of(sweep: RepairSweep, deltas: list[Any] | None = None, candidates: list[int] | None = None) -> list[dict]:
+    """Grid points (δ × candidates) of ``repair.sweep``, or of the given lists; δ = 0 and δ = ∞ are always in the
+    sweep's (the named operating points)."""
+    ds = sorted({parse_delta(d) for d in (deltas if deltas is not None else sweep.deltas)}
                 | ({0.0, math.inf} if deltas is None else set()))
-    ns = sorted({int(n) for n in (candidates or sweep.get("candidates") or [4])})
+    ns = sorted({int(n) for n in (candidates or sweep.candidates)})
     if any(n < 1 for n in ns):
         raise ConfigError(f"repair.sweep.candidates: {ns}; expected integers >= 1")
     return [{"delta": d, "candidates": n} for n in ns for d in ds]
@@ -199,8 +199,7 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
                      storage_url: str | None = None, study_name: str | None = None) -> dict[str, Any]:
     """Repair ``dataset``'s rubric sources. The DVC stage writes ``outputs/repair/<dataset>`` and
     ``metrics/repair/<dataset>.json``; an ad-hoc run (``out_dir``) writes only its own folder."""
-    p, params = Params.of(params), given(params)
-    cfg = dict(params.get("repair") or {})
+    p = Params.of(params)
     settings = RepairSettings.of(p.repair, p.audit)
     names = list(sources if sources is not None else p.repair.sources)
     sets: dict[str, RubricSet] = {}
@@ -213,16 +212,16 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
         sets[Path(f).stem] = load_rubric_file(f)
     if not sets:
         raise ConfigError("repair: no rubric source selected (repair.sources or --rubrics FILE)")
-    grid = grid_of(cfg, deltas, candidates)
+    grid = grid_of(p.repair.sweep, deltas, candidates)
     pool = _split(project, dataset, "audit", p.audit.pool_size, "repair (failure packets)")
     dev = _split(project, dataset, "dev", p.repair.dev_size, "repair (acceptance)")
     heldout = _split(project, dataset, "heldout", p.repair.heldout_size, "repair (report)")
-    roles = roles_from_params(params)
+    roles = roles_from_params(p.llm)
     if "refiner" not in roles:
         raise ConfigError("params.yaml: llm.roles.refiner is not configured; repair needs a refiner model")
     refiner = panel(roles["refiner"])[0]
-    ctx, models = context_from_params(params, gateway_from_params(params, stage=f"repair@{dataset}",
-                                                                  project_dir=project))
+    gateway = gateway_from_params(p.llm, stage=f"repair@{dataset}", project_dir=project)
+    ctx, models = context_from_params(p.llm, p.audit, p.data.seed, gateway)
     used = [*ctx.judges, ctx.attacker, ctx.verifier, refiner]  # the roles a repair calls
     embedded = sorted(m.name for m in used if m is not None and m.model.startswith("local/"))
     out = out_dir or project / "outputs/repair" / dataset

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from rubriclab._params_schema import Params, given
+from rubriclab._params_schema import Llm, Params
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.llm import open_store, store_location
 from rubriclab.paths import display_path
@@ -22,8 +22,8 @@ from rubriclab.stages import run_stage
 from rubriclab.tracking import git_commit, stage_run, tracking_uri
 
 
-def ledger_rows(params: dict[str, Any], project: Path) -> tuple[list[dict[str, Any]], str]:
-    loc = store_location(params, project)
+def ledger_rows(llm: Llm, project: Path) -> tuple[list[dict[str, Any]], str]:
+    loc = store_location(llm, project)
     if "://" not in loc and not Path(loc).exists():
         return [], loc
     store = open_store(loc)
@@ -36,9 +36,9 @@ def ledger_rows(params: dict[str, Any], project: Path) -> tuple[list[dict[str, A
 def run_report_stage(params: dict[str, Any], project: Path, *, out_dir: Path | None = None,
                      ui_url: str | None = None, track: bool = True) -> dict[str, Any]:
     """Build the report into ``outputs/report`` (or ``out_dir``) and log it as an MLflow run ``report``."""
-    p, params = Params.of(params), given(params)
+    p = Params.of(params)
     experiment = p.tracking.experiment
-    rows, store = ledger_rows(params, project)
+    rows, store = ledger_rows(p.llm, project)
     display_store = display_path(store, project)
     out = out_dir or project / "outputs/report"
     res = build_report(project, out, tracking_uri=tracking_uri(project), experiment=experiment, ledger_rows=rows,
