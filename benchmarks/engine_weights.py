@@ -46,13 +46,12 @@ def quantized(src: str, name: str, folder: Path) -> str:
 def requests(store: str, n: int, seed: int) -> list[tuple[str, dict]]:
     """``n`` embedded-model chat requests of ``store``, drawn in proportion to each stage/role's calls."""
     db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    rows = db.execute("select stage || ' ' || role, request from calls where model like 'local/smollm2%' "
-                      "and completion_tokens > 0 order by key").fetchall()
+    rows = db.execute("select substr(stage, 1, instr(stage || '@', '@') - 1) || ' ' || role, request from calls "
+                      "where model like 'local/smollm2%' and completion_tokens > 0 order by key").fetchall()
     if not rows:
         raise SystemExit(f"{store}: no embedded-model chat calls with a reply; run `make repro` first")
-    picked = random.Random(seed).sample(rows, min(n, len(rows)))
-    picked.sort(key=lambda r: r[0])  # grouped by stage and role, as the pipeline runs them (prefix reuse)
-    return [(where.split("@")[0].split()[0] + " " + where.split()[-1], json.loads(req)) for where, req in picked]
+    picked = sorted(random.Random(seed).sample(rows, min(n, len(rows))), key=lambda r: r[0])  # by stage and role,
+    return [(where, json.loads(req)) for where, req in picked]  # as the pipeline runs them (prefix reuse)
 
 
 def micro(llm, text: str) -> str:
@@ -85,7 +84,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", default=".rubriclab/calls.sqlite", help="a call store of a finished run")
     ap.add_argument("--n", type=int, default=80, help="requests replayed on every arm")
-    ap.add_argument("--arms", default="q4_1,q8_0,q4_0", help="q4_1 (shipped), q8_0, q4_0")
+    ap.add_argument("--arms", default="q4_1,q8_0,q4_0", help="q4_1 (shipped, always run), q8_0, q4_0")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
@@ -94,9 +93,9 @@ def main() -> int:
     from rubriclab.llm._local import CHAT_MODELS, N_CTX, _chat, guard_prefix_reuse, local_threads, locate_model_file
 
     shipped = str(locate_model_file(*CHAT_MODELS["smollm2-135m"]))
-    arms = [a.strip() for a in args.arms.split(",") if a.strip()]
-    if arms[0] != "q4_1":
-        arms.insert(0, "q4_1")
+    arms = ["q4_1", *dict.fromkeys(a.strip() for a in args.arms.split(",") if a.strip() not in ("", "q4_1"))]
+    if set(arms) - {"q4_1", "q8_0", "q4_0"}:
+        ap.error(f"--arms {args.arms!r}; expected names from q4_1, q8_0, q4_0")
     reqs = requests(args.store, args.n, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         paths = {a: shipped if a == "q4_1" else quantized(shipped, a, Path(tmp)) for a in arms}
