@@ -56,8 +56,8 @@ def arm(name: str, args, deltas: list[float] | None) -> Counter:
         rs = RubricSet(name="bench", source="imported", criteria=tuple(
             Criterion(id=f"criterion_{k}", description=f"The response answers part {k} of the question well.")
             for k in range(args.criteria)))
-        settings = RepairSettings(pool_runs=2, pool_attacks=args.attacks, n_attacks=args.attacks, operators=OPS,
-                                  max_operators=1)
+        settings = RepairSettings.of({"n_attacks": args.attacks, "operators": list(OPS), "max_operators": 1},
+                                     {"runs": 2, "n_attacks": args.attacks})
         pool, dev, held = world_pairs(args.pool, "pool"), world_pairs(args.dev, "dev"), world_pairs(args.heldout, "held")
         start = _calls()
         found = search(rs, pool=pool, dev=dev, ctx=ctx, refiner=roles["refiner"], n_candidates=len(OPS),

@@ -76,7 +76,7 @@ def test_a_killed_conversion_leaves_no_checkpoint(tmp_path, monkeypatch):
 def test_trainer_accepts_the_converted_checkpoint(embedded, tmp_path):
     rows = pd.DataFrame([{"prompt": "How do I boil an egg?", "chosen": "Boil it for nine minutes.",
                           "rejected": "No."}] * 2)
-    res = train_dpo(embedded, rows, DPOSettings(max_steps=1, batch_size=2, max_length=48, warmup_ratio=0.0), tmp_path / "a")
+    res = train_dpo(embedded, rows, DPOSettings.of({"max_steps": 1, "batch_size": 2, "max_length": 48, "warmup_ratio": 0.0}), tmp_path / "a")
     assert res["steps"] == 1 and (tmp_path / "a/adapter_config.json").exists()
 
 
@@ -86,7 +86,7 @@ def test_a_saved_adapter_names_its_base_model_relative_to_the_project(embedded, 
     monkeypatch.chdir(Path(embedded).parent)  # stands in for the project root holding the converted model
     rows = pd.DataFrame([{"prompt": "How do I boil an egg?", "chosen": "Boil it for nine minutes.",
                           "rejected": "No."}] * 2)
-    train_dpo(embedded, rows, DPOSettings(max_steps=1, batch_size=2, max_length=48, warmup_ratio=0.0), tmp_path / "a")
+    train_dpo(embedded, rows, DPOSettings.of({"max_steps": 1, "batch_size": 2, "max_length": 48, "warmup_ratio": 0.0}), tmp_path / "a")
     folder = tmp_path / "a"
     absolute = str(Path(embedded).resolve())
     for f in folder.iterdir():

@@ -26,8 +26,9 @@ def _rows(n: int = 8) -> pd.DataFrame:
                          for i in range(n)])
 
 
-SETTINGS = DPOSettings(mode="lora", learning_rate=5e-3, batch_size=4, epochs=4, max_length=64, lora_r=8,
-                       lora_alpha=16, lora_dropout=0.0, target_modules=("q_proj", "v_proj"), warmup_ratio=0.0)
+SETTINGS = DPOSettings.of({"mode": "lora", "learning_rate": 5e-3, "batch_size": 4, "epochs": 4, "max_length": 64,
+                           "warmup_ratio": 0.0,
+                           "lora": {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}})
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +75,8 @@ def test_flipped_labels_flip_the_learned_direction(policy, trained):
 def test_step_metrics_reach_a_nested_mlflow_run(policy, tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     with stage_run("align", "align@t", {}, tmp_path, experiment="t") as run, run.trial("dpo seed@bench") as child:
-        train_dpo(policy, _rows(4), DPOSettings(mode="full", learning_rate=1e-3, batch_size=2, epochs=2,
-                                                max_length=64), tmp_path / "full", run=child)
+        train_dpo(policy, _rows(4), DPOSettings.of({"mode": "full", "learning_rate": 1e-3,
+                                                    "batch_size": 2, "epochs": 2, "max_length": 64}), tmp_path / "full", run=child)
     client = MlflowClient(tracking_uri(tmp_path))
     got = client.get_run(child.run_id)
     assert got.data.tags["mlflow.parentRunId"] == run.run_id
@@ -131,16 +132,22 @@ def test_conversational_format_uses_the_chat_template(policy):
 
 def test_settings_are_validated():
     with pytest.raises(ConfigError, match=r"align\.dpo\.mode: got 'qlora'; expected one of lora, full"):
-        DPOSettings(mode="qlora")
+        DPOSettings.of({"mode": "qlora"})
     with pytest.raises(ConfigError, match="beta"):
-        DPOSettings(beta=0)
+        DPOSettings.of({"beta": 0})
     with pytest.raises(ConfigError, match=r"align\.dpo\.warmup: unknown key; expected one of mode, beta"):
         DPOSettings.of({"warmup": 3}, 0)
     with pytest.raises(ConfigError, match=r"align\.dpo\.lora\.rank: unknown key"):
         DPOSettings.of({"lora": {"rank": 8}}, 0)
     s = DPOSettings.of({"lora": {"r": 4, "target_modules": ["q_proj"]}, "batch_size": 3}, seed=5)
-    assert (s.lora_r, s.target_modules, s.seed) == (4, ("q_proj",), 5)
-    assert s.total_steps(10) == 4 and DPOSettings(max_steps=7).total_steps(10) == 7
+    assert (s.dpo.lora.r, s.dpo.lora.target_modules, s.seed) == (4, ["q_proj"], 5)
+    assert s.total_steps(10) == 4 and DPOSettings.of({"max_steps": 7}).total_steps(10) == 7
+    # settings.json and the MLflow trial params: flat, in this order (as before the section was passed down)
+    assert list(s.to_dict().items()) == [
+        ("mode", "lora"), ("beta", 0.1), ("loss_type", "sigmoid"), ("epochs", 1.0), ("max_steps", None),
+        ("learning_rate", 1e-4), ("batch_size", 3), ("grad_accum", 1), ("scheduler", "cosine"),
+        ("warmup_ratio", 0.03), ("max_length", 2048), ("max_grad_norm", 1.0), ("lora_r", 4), ("lora_alpha", 32),
+        ("lora_dropout", 0.05), ("target_modules", ["q_proj"]), ("device", "auto"), ("seed", 5), ("extra", {})]
 
 
 def test_no_training_pair_is_a_clear_error(policy):

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from rubriclab._params_schema import Data, MaxChars, Params, Premise
 from rubriclab.data import Pair, allocate, bench_target_splits, build_splits, premise_splits, read_pairs
 from rubriclab.errors import ConfigError
 
@@ -147,8 +148,20 @@ def test_build_splits_config_errors(tmp_path):
         build_splits(params, tmp_path / "o", tmp_path)
     params = _params(tmp_path)
     params["ripd"]["demo"].pop("target")
-    with pytest.raises(ConfigError, match="'bench' and 'target'"):
+    with pytest.raises(ConfigError, match=r"^params\.yaml: data\.ripd\.demo\.target: missing; expected a non-empty "
+                                          r"string$"):
         build_splits(params, tmp_path / "o", tmp_path)
+
+
+def test_build_splits_takes_the_typed_data_section_with_the_schemas_defaults(tmp_path):
+    typed = Params.of({"data": _params(tmp_path)}).data
+    assert build_splits(typed, tmp_path / "typed", tmp_path) == build_splits(_params(tmp_path), tmp_path / "raw", tmp_path)
+    # an omitted setting is the schema's one default: seed, split sizes, max_chars
+    data = {"sources": {"h": {"loader": "demo", "domain": "helpful"}}, "premise": {"sources": ["h"]}}
+    report = build_splits(Data.model_validate(data), tmp_path / "defaults", tmp_path)
+    assert report["seed"] == Data().seed and report["max_chars"] == MaxChars().model_dump()
+    assert {k: v["requested"] for k, v in report["premise"]["h"].items()} == Premise().model_dump(exclude={"sources"})
+    assert build_splits({**data, "seed": Data().seed}, tmp_path / "seeded", tmp_path) == report
 
 
 def test_dev_split_is_disjoint_seeded_and_leaves_the_other_splits_as_they_were():

@@ -43,7 +43,8 @@ def world_data(n: int = 20) -> DriftData:
 
 # bias builds up: each refinement shown a relabelled case adds one of 4 steps about half the time; a quarter
 # of them take the shortcut (full bias, benchmark broken) that only ε_train keeps out
-GRADUAL = DriftSettings(val_budget=6, population=4, rounds=3, top_k=2, children=3, subsample=0.5, n_boot=200)
+GRADUAL = DriftSettings.of({"val_budget": 6, "n_boot": 200,
+                           "search": {"population": 4, "rounds": 3, "top_k": 2, "children": 3, "subsample": 0.5}})
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +61,7 @@ def gradual(tmp_path_factory):
 def test_search_beats_few_shot_icl_on_target_val_at_equal_budget(gradual):
     ctx, res = gradual
     icl, ours = res["icl"], res["ours"]
-    assert len(icl["pool"]) == len(ours["pool"]) == GRADUAL.val_budget  # the same validation budget
+    assert len(icl["pool"]) == len(ours["pool"]) == GRADUAL.drift.val_budget  # the same validation budget
     assert icl["selected"] is not None and ours["selected"] is not None
     assert ours["selected"].feasible_val
     # ICL's refinements of the seed carry at most one bias step; the search stacks them over rounds
@@ -76,7 +77,7 @@ def _by_id(ctx):
 
 def test_a_candidate_that_breaks_eps_train_is_not_kept_even_with_the_lowest_target(gradual):
     ctx, res = gradual
-    cands, eps = _by_id(ctx), GRADUAL.eps_train
+    cands, eps = _by_id(ctx), GRADUAL.drift.search.eps_train
     tempted = 0
     for rd in res["ours"]["extra"]["rounds"]:
         t, a0 = rd["round"], rd["seed_bench"]
@@ -87,7 +88,7 @@ def test_a_candidate_that_breaks_eps_train_is_not_kept_even_with_the_lowest_targ
             tempted += 1  # the planted trap: the lowest target of the round breaks ε_train
         kept = [cands[pid] for pid in rd["kept"]]
         assert all(c in ok for c in kept), f"round {t}: kept a candidate that breaks ε_train"
-        best = sorted(ok, key=lambda c: (c.train[t]["target"], -c.train[t]["bench"]))[: GRADUAL.top_k]
+        best = sorted(ok, key=lambda c: (c.train[t]["target"], -c.train[t]["bench"]))[: GRADUAL.drift.search.top_k]
         assert [c.train[t]["target"] for c in kept] == [c.train[t]["target"] for c in best]
     assert tempted >= 1  # the world did plant the trap
 
@@ -112,14 +113,15 @@ def test_every_method_validates_the_full_budget_when_every_other_proposal_breaks
     roles = drift_world("every-other", base_error=0.1)
     roles["refiner"] = RoleSpec(name="refiner", model=scripted_model("drift-every-other-refiner", _breaking_refiner()),
                                 temperature=0.7, concurrency=1)
-    s = DriftSettings(val_budget=6, population=2, rounds=1, top_k=1, children=2, subsample=0.5, n_boot=200)
+    s = DriftSettings.of({"val_budget": 6, "n_boot": 200,
+                          "search": {"population": 2, "rounds": 1, "top_k": 1, "children": 2, "subsample": 0.5}})
     ctx = DriftContext(seed=SEED, data=world_data(), gateway=Gateway(store, stage="test", progress=False),
                        judge=roles["judge"], refiner=roles["refiner"], settings=s)
     for m in ("random", "icl", "textgrad", "ours"):
         res = run_method(ctx, m)
         pool = res["pool"]
-        assert len(pool) == s.val_budget, (m, len(pool), res["reason"])
-        assert len({c.prompt_id for c in pool}) == len({c.text for c in pool}) == s.val_budget
+        assert len(pool) == s.drift.val_budget, (m, len(pool), res["reason"])
+        assert len({c.prompt_id for c in pool}) == len({c.text for c in pool}) == s.drift.val_budget
         assert all(c.usable and c.val for c in pool)
         assert res["extra"]["budget_note"] == "" and res["extra"]["refill"]["extra_proposals"] > 0, m
         assert any(c.status.startswith("constraint") for c in ctx.registry.candidates if c.method == m)
@@ -149,7 +151,7 @@ def _failing_judge(messages, params):
 def test_failed_verdicts_cannot_buy_bench_feasibility_or_a_target_drop(store):
     judge = RoleSpec(name="judge", model=scripted_model("drift-failing-judge", _failing_judge), concurrency=8,
                      parse_retries=0, max_tokens=16)
-    s = DriftSettings(n_boot=200)
+    s = DriftSettings.of({"n_boot": 200})
     ctx = DriftContext(seed=SEED, data=world_data(), gateway=Gateway(store, stage="test", progress=False),
                        judge=judge, refiner=judge, settings=s)
     reg = Registry(SEED)
@@ -176,7 +178,7 @@ def test_failed_verdicts_cannot_buy_bench_feasibility_or_a_target_drop(store):
 def test_paired_p_values_vs_the_seed_are_bh_adjusted_across_methods(store):
     roles = drift_world("bh", base_error=0.1)
     gw = Gateway(store, stage="test", progress=False)
-    s = DriftSettings(n_boot=300)
+    s = DriftSettings.of({"n_boot": 300})
     ctx = DriftContext(seed=SEED, data=world_data(), gateway=gw, judge=roles["judge"], refiner=roles["refiner"],
                        settings=s)
     chosen = {"seed": SEED,
@@ -199,11 +201,11 @@ def test_paired_p_values_vs_the_seed_are_bh_adjusted_across_methods(store):
 
 def test_tie_credit_follows_the_paper_by_default():
     # RIPD counts ties as half "throughout the paper"
-    assert DriftSettings().tie_credit == 0.5
-    assert DriftSettings.of({}, 42).tie_credit == 0.5
+    assert DriftSettings().drift.tie_credit == 0.5
+    assert DriftSettings.of({}, 42).drift.tie_credit == 0.5
     params = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
     assert params["drift"]["tie_credit"] == 0.5
-    assert DriftSettings.of(params["drift"], 42).tie_credit == 0.5
+    assert DriftSettings.of(params["drift"], 42).drift.tie_credit == 0.5
 
 
 def _fixed_refiner(texts):
@@ -227,7 +229,8 @@ def test_failed_train_verdicts_cannot_buy_a_place_in_the_search_round(store):
     texts = [HALF_BIAS, f"{BIAS_SENTENCE} {BENCH_HURT_SENTENCE} {ABSTAIN_WRONG}", ABSTAIN_RIGHT]
     refiner = RoleSpec(name="refiner", model=scripted_model("drift-fixed-refiner", _fixed_refiner(texts)),
                        temperature=0.7, concurrency=1, parse_retries=0)
-    s = DriftSettings(val_budget=3, population=3, rounds=1, top_k=1, children=1, subsample=1.0, n_boot=200)
+    s = DriftSettings.of({"val_budget": 3, "n_boot": 200,
+                          "search": {"population": 3, "rounds": 1, "top_k": 1, "children": 1, "subsample": 1.0}})
     ctx = DriftContext(seed=SEED, data=world_data(), gateway=Gateway(store, stage="test", progress=False),
                        judge=judge, refiner=refiner, settings=s)
     res = biased_search(SEED, data=ctx.data, judging=ctx.judging, registry=ctx.registry, refiner=refiner,

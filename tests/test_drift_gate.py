@@ -343,3 +343,17 @@ def test_data_files_in_any_layout_the_data_package_reads(tmp_path):
     odd.write_text(json.dumps({"question": "q", "answer": "a"}) + "\n")
     with pytest.raises(Exception, match="no known layout"):
         detect_layout(odd)
+
+
+def test_gate_data_takes_the_typed_data_section(tmp_path):
+    from rubriclab._params_schema import Params
+    from rubriclab.stages.drift_check import load_gate_data
+
+    data = {"seed": 3, "sources": {"h": {"loader": "demo", "domain": "helpful", "limit": 7}, "all": {"loader": "demo"}}}
+    typed = Params.of({"data": data}).data
+    pairs, notes = load_gate_data(["h"], typed, tmp_path)
+    assert len(pairs) == 7 and notes == ["data.sources.h: 7 pairs"] and {p.domain for p in pairs} == {"helpful"}
+    assert [p.id for p in load_gate_data(["h"], data, tmp_path)[0]] == [p.id for p in pairs]  # a mapping: the same
+    other_seed = load_gate_data(["h"], {**data, "seed": 4}, tmp_path)[0]
+    assert {p.id for p in other_seed} != {p.id for p in pairs}  # data.seed picks the limit's sample
+    assert len({p.domain for p in load_gate_data(["all"], typed, tmp_path)[0]}) > 1  # no domain: every demo file

@@ -48,7 +48,9 @@ def world_data(n_train=20, n_val=20, n_test=20) -> DriftData:
     return DriftData.of(splits)
 
 
-SMALL = DriftSettings(val_budget=6, population=3, rounds=2, top_k=2, children=2, subsample=0.5, n_boot=200)
+SMALL_DRIFT = {"val_budget": 6, "n_boot": 200,
+               "search": {"population": 3, "rounds": 2, "top_k": 2, "children": 2, "subsample": 0.5}}
+SMALL = DriftSettings.of(SMALL_DRIFT)
 
 
 def _ctx(store, roles, settings=SMALL, data=None) -> DriftContext:
@@ -73,7 +75,7 @@ def test_search_finds_a_benchmark_feasible_rubric_that_drifts_the_target(store):
     assert table.loc["ours", "gap"] > table.loc["seed", "gap"] + 0.5
     # the archive: every round's candidates scored on the train subsample, lineage recorded
     rounds = res["extra"]["rounds"]
-    assert len(rounds) == SMALL.rounds and all(r["n_candidates"] >= 1 for r in rounds)
+    assert len(rounds) == SMALL.drift.search.rounds and all(r["n_candidates"] >= 1 for r in rounds)
     kids = [c for c in ctx.registry.candidates if c.method == "ours" and c.gen_step >= 1]
     assert kids and all(c.parent for c in kids)
 
@@ -129,7 +131,7 @@ def test_broken_candidates_cost_no_judge_call_and_a_repeated_text_is_one_candida
     roles = drift_world("broken")
     roles["refiner"] = RoleSpec(name="refiner", model=scripted_model("drift-broken-refiner", refiner),
                                 temperature=0.7, concurrency=1)
-    ctx = _ctx(store, roles, SMALL.with_(val_budget=4, refill=2))
+    ctx = _ctx(store, roles, DriftSettings.of({**SMALL_DRIFT, "val_budget": 4, "refill": 2}))
     res = run_method(ctx, "icl")
     statuses = [c.status for c in ctx.registry.candidates]
     # 4 proposals, then up to 2 × 4 more to replace the broken and repeated ones: the cap is hit
@@ -139,7 +141,7 @@ def test_broken_candidates_cost_no_judge_call_and_a_repeated_text_is_one_candida
     assert "validated 1 of the 4-candidate budget" in res["reason"] and "8 of 8 extra" in res["reason"]
     assert res["extra"]["refill"] == {"extra_proposals": 8, "cap": 8, "short": True}
     # judge calls: the seed on the train subsample + seed and the one usable text on val, nothing else
-    n_sub = len(ctx.data.subsample(SMALL.subsample, 0, SMALL.seed))
+    n_sub = len(ctx.data.subsample(SMALL.drift.search.subsample, 0, SMALL.seed))
     assert scripted_provider().calls["drift-judge-broken"] == n_sub + 2 * len(ctx.data.both("val"))
 
 
@@ -158,7 +160,7 @@ def test_a_rerun_with_the_same_seed_makes_no_provider_call(store):
 
 def test_every_method_stays_within_the_validation_budget(store):
     roles = drift_world("budget", base_error=0.1)
-    ctx = _ctx(store, roles, SMALL.with_(val_budget=3))
+    ctx = _ctx(store, roles, DriftSettings.of({**SMALL_DRIFT, "val_budget": 3}))
     for m in ("random", "icl", "textgrad", "ours"):
         res = run_method(ctx, m)
         assert len(res["pool"]) <= 3
@@ -177,7 +179,7 @@ def test_textgrad_rolls_back_after_three_infeasible_steps(store):
     roles = drift_world("tg")
     roles["refiner"] = RoleSpec(name="refiner", model=scripted_model("drift-tg-refiner", refiner),
                                 temperature=0.7, concurrency=1)
-    ctx = _ctx(store, roles, SMALL.with_(val_budget=7))
+    ctx = _ctx(store, roles, DriftSettings.of({**SMALL_DRIFT, "val_budget": 7}))
     res = run_method(ctx, "textgrad")
     steps = pd.DataFrame(res["extra"]["steps"])
     assert steps["feasible_val"].tolist() == [False] * 7

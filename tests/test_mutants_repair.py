@@ -94,6 +94,6 @@ def test_delta_label():
 
 def test_subsets_keep_only_the_allowed_operators_including_their_pair():
     # kills x__subsets__mutmut_5 (`<`: the subset equal to the allowed set was dropped) and _1 … _6
-    s = RepairSettings(max_operators=2, operators=("do_not_reward", "max_score_cap"))
+    s = RepairSettings.of({"max_operators": 2, "operators": ["do_not_reward", "max_score_cap"]})
     assert _subsets(s) == [("do_not_reward",), ("max_score_cap",), ("do_not_reward", "max_score_cap")]
-    assert len(_subsets(RepairSettings(max_operators=2))) == 28  # 7 single operators + 21 pairs
+    assert len(_subsets(RepairSettings.of({"max_operators": 2}))) == 28  # 7 single operators + 21 pairs

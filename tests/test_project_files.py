@@ -61,6 +61,13 @@ def test_stage_commands_are_modules_and_params_sections_exist():
         assert ds in params["audit"]["out_of_domain"]
 
 
+def test_the_recorded_stage_reruns_when_what_a_store_source_reads_changes():
+    # a `format: store` source reads its verdicts back from the call store with llm.roles.judge, llm.store and
+    # data.seed (rubriclab.recorded.read_source): a change there must make `dvc repro` run the stage again
+    params = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["recorded"]["do"]["params"]
+    assert {"recorded", "llm", "data.seed"} <= set(params)
+
+
 # -- scripts/stage: the interpreter it picks ---------------------------------------------------------
 
 # Stands in for an interpreter: prints its label and each argument in brackets.

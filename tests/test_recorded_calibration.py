@@ -73,6 +73,17 @@ def test_the_step_is_off_when_params_say_so(tmp_path):
     assert not (tmp_path / "p/calibration.csv").exists()
 
 
+def test_an_empty_calibrate_section_runs_the_step_with_the_schemas_defaults(tmp_path):
+    """``recorded.calibrate: {}`` is the section with every default (only null turns the step off)."""
+    from rubriclab._params_schema import RecordedCalibrate
+
+    params = _params()
+    params["recorded"]["calibrate"] = {}
+    run_recorded_stage(params, ROOT, "pandalm", out_dir=tmp_path / "p", track=False)
+    settings = json.loads((tmp_path / "p/calibration.json").read_text())["settings"]
+    assert {k: settings[k] for k in RecordedCalibrate.model_fields} == RecordedCalibrate().model_dump()
+
+
 def test_the_report_shows_the_calibration(pandalm, tmp_path):
     import shutil
 

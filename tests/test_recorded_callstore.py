@@ -174,5 +174,5 @@ def test_a_store_source_reads_with_the_data_seed_the_stages_used_when_params_lea
     params = {"llm": {"store": "calls.sqlite", "roles": {"judge": {"model": judge.model, "temperature": 0.7,
                                                                    "parse_retries": 1}}}}
     spec = {"path": "llm.store", "format": "store", "pairs": "pairs.parquet", "rubrics": {"strict": "strict.json"}}
-    rs = read_source(spec, tmp_path, "mine", params)
+    rs = read_source(spec, tmp_path, "mine", llm=params["llm"])  # data_seed: the schema's default
     assert len(rs.judgments) == 4 and rs.extras["missing"] == 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from rubriclab._params_schema import RecordedSource
 from rubriclab.errors import ConfigError
 from rubriclab.recorded import SHIPPED_FORMATS, read_source, shipped_path
 
@@ -55,3 +56,25 @@ def test_a_source_can_name_a_shipped_set(tmp_path):
         read_source({"path": "shipped:llmbar", "format": "llmbar"}, tmp_path, "x")
     with pytest.raises(ConfigError, match=r"recorded\.sources\.x: samples apply to format store only"):
         read_source({"path": "shipped:pandalm", "format": "pandalm", "samples": 3}, tmp_path, "x")
+
+
+def test_a_source_is_the_typed_entry_or_a_mapping_the_schema_checks(tmp_path):
+    """``read_source`` takes the typed ``recorded.sources.<name>``; a mapping gets the schema's one-line errors,
+    and only the rules between keys are checked by the importer."""
+    rs = read_source(RecordedSource(path="shipped:pandalm", format="pandalm", title="T"), tmp_path, "p")
+    assert rs.provenance.startswith("T — ") and rs.path == "shipped:pandalm"
+    for spec, message in [
+        ({"path": "shipped:pandalm", "format": "pandalm", "bogus": 1},
+         "params.yaml: recorded.sources.x.bogus: unknown key; expected one of path, format, "),
+        ({"path": "shipped:llmbar_natural", "format": "llmbar", "judges": "GPT-4"},
+         "params.yaml: recorded.sources.x.judges: got 'GPT-4'; expected a list of non-empty strings"),
+        ({"path": "runs.db", "format": "mlflow"},
+         "params.yaml: recorded.sources.x: format mlflow needs 'experiment' (a name or id)"),
+        ({"path": "llm.store", "format": "store", "pairs": "pairs.parquet"},
+         "params.yaml: recorded.sources.x: format store needs 'pairs' (the pairs file the stage judged) and 'rubrics'"),
+        ({"path": "llm.store", "format": "store", "pairs": "pairs.parquet", "rubrics": {"a": "a.json"}},
+         "params.yaml: recorded.sources.x: format store needs llm.roles.judge"),
+    ]:
+        with pytest.raises(ConfigError) as err:
+            read_source(spec, tmp_path, "x")
+        assert str(err.value).startswith(message) and "\n" not in str(err.value)

@@ -120,16 +120,20 @@ def test_params_section_is_validated(project):
         load_params(project / "params.yaml", ["recorded.sources.demo.contrast_judges=judge-a"])
 
 
-def test_settings_from_params_contrasts(project):
+def test_settings_of_the_typed_sections_contrasts(project):
     from rubriclab.recorded import Settings
-    from rubriclab.stages.recorded import settings_from_params
+
+    def settings(given):
+        p = schema.Params.of(given)
+        return Settings.of(p.recorded, p.recorded.sources["demo"])
 
     params = load_params(project / "params.yaml").given()  # the file's dict, edited below
-    s = settings_from_params(params, "demo")
+    s = settings(params)
     assert s.contrasts == (("with rules", "rules", "plain"),) and s.contrast_judges == ("judge-b",)
+    assert s.n_boot == 50 and s.confidence == schema.Recorded().confidence
     params["recorded"]["sources"]["demo"]["contrasts"] = {}  # a source's own value wins; {}: no contrasts
-    assert settings_from_params(params, "demo").contrasts == ()
+    assert settings(params).contrasts == ()
     del params["recorded"]["contrasts"], params["recorded"]["sources"]["demo"]["contrasts"]
-    assert settings_from_params(params, "demo").contrasts is None  # the importer's own (LLMBar's)
+    assert settings(params).contrasts is None  # the importer's own (LLMBar's)
     with pytest.raises(ConfigError, match="expected \\[name, condition a, condition b\\]"):
         Settings(contrasts=(("x", "a", "a"),))

@@ -36,7 +36,7 @@ def world(tmp_path):
     ctx = AuditContext(gateway=gw, judges=roles["judges"], attacker=roles["attacker"], verifier=roles["verifier"],
                        n_boot=200, progress=False)
     rs = RubricSet(name="w", source="imported", criteria=(Criterion(id="helpful", description=ORIGINAL),))
-    settings = RepairSettings(pool_runs=2, pool_attacks=4, n_attacks=4, operators=OPS, max_operators=1)
+    settings = RepairSettings.of({"n_attacks": 4, "operators": list(OPS), "max_operators": 1}, {"runs": 2, "n_attacks": 4})
     return {"roles": roles, "ctx": ctx, "rs": rs, "settings": settings, "gw": gw,
             "pool": world_pairs(4, "pool"), "dev": world_pairs(6, "dev"), "held": world_pairs(6, "held")}
 
@@ -114,7 +114,7 @@ def test_fewer_candidates_are_a_prefix_and_no_candidate_leaves_the_criterion_unc
 
 def test_criterion_with_no_verified_false_accept_is_not_sent_to_the_refiner(world):
     w = dict(world)
-    w["settings"] = RepairSettings(pool_runs=2, pool_attacks=4, n_attacks=4, operators=OPS, max_operators=1)
+    w["settings"] = RepairSettings.of({"n_attacks": 4, "operators": list(OPS), "max_operators": 1}, {"runs": 2, "n_attacks": 4})
     clean = RubricSet(name="c", source="imported", criteria=(
         Criterion(id="helpful", description=f"{ORIGINAL} {MARK['abstract_to_observable']}"),))
     before = scripted_provider().calls[w["roles"]["refiner"].model.split("/", 1)[1]]

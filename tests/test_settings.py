@@ -115,13 +115,13 @@ def test_rubriclab_params_prints_a_stages_effective_settings(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("build,message", [
-    (lambda: __import__("rubriclab.drift", fromlist=["x"]).DriftSettings(population=0),
+    (lambda: __import__("rubriclab.drift", fromlist=["x"]).DriftSettings.of({"search": {"population": 0}}),
      "params.yaml: drift.search.population: got 0; expected an integer >= 1"),
-    (lambda: __import__("rubriclab.drift", fromlist=["x"]).DriftSettings(methods=("ours", "bogus")),
+    (lambda: __import__("rubriclab.drift", fromlist=["x"]).DriftSettings.of({"methods": ["ours", "bogus"]}),
      "params.yaml: drift.methods[1]: got 'bogus'; expected one of seed, random, icl, textgrad, ours"),
-    (lambda: __import__("rubriclab.align._train", fromlist=["x"]).DPOSettings(mode="qlora"),
+    (lambda: __import__("rubriclab.align._train", fromlist=["x"]).DPOSettings.of({"mode": "qlora"}),
      "params.yaml: align.dpo.mode: got 'qlora'; expected one of lora, full"),
-    (lambda: __import__("rubriclab.repair", fromlist=["x"]).RepairSettings(margin=-1.0),  # had no check at all
+    (lambda: __import__("rubriclab.repair", fromlist=["x"]).RepairSettings.of({"packet": {"margin": -1.0}}),  # had no check at all
      "params.yaml: repair.packet.margin: got -1.0; expected a number >= 0"),
     (lambda: __import__("rubriclab.recorded", fromlist=["x"]).Settings(n_boot=0),
      "params.yaml: recorded.n_boot: got 0; expected an integer >= 1"),
@@ -129,8 +129,9 @@ def test_rubriclab_params_prints_a_stages_effective_settings(tmp_path, monkeypat
      "params.yaml: audit.tie_credit: got 2; expected a number in [0, 1]"),
 ])
 def test_the_flat_settings_classes_take_their_ranges_from_the_schema(build, message):
-    """DriftSettings, DPOSettings, RepairSettings, recorded Settings and AuditContext hold no copied ranges: each
-    checks its fields at their places in params.yaml, so the message is the schema's, naming that place."""
+    """No settings class holds a copied range: DriftSettings, DPOSettings and RepairSettings hold their typed
+    sections, recorded Settings and AuditContext check their flat fields at their places in params.yaml, so the
+    message is the schema's, naming that place."""
     with pytest.raises(ConfigError) as err:
         build()
     assert str(err.value) == message

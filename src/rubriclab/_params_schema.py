@@ -719,9 +719,9 @@ def section_of(params: Any, name: str) -> Any:
 
 
 def check_places(obj: Any, places: dict[str, str], under: str = "") -> None:
-    """Check the fields of a flat settings object (DriftSettings, DPOSettings, RepairSettings) at their places in
-    params.yaml (``{"population": "search.population"}`` ``under`` ``"drift"``): the schema's ranges and allowed
-    values, its one-line errors, defined nowhere else."""
+    """Check the fields of a flat settings object (RepairSettings, recorded Settings, AuditContext) at their places
+    in params.yaml (``{"margin": "packet.margin"}`` ``under`` ``"repair"``): the schema's ranges and allowed values,
+    its one-line errors, defined nowhere else."""
     tree: dict[str, Any] = {}
     for name, place in places.items():
         *up, key = f"{under}.{place}".strip(".").split(".")

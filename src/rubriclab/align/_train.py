@@ -12,71 +12,46 @@ import math
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from operator import attrgetter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rubriclab._params_schema import Data, Dpo, Params, check_places
+from rubriclab._params_schema import Data, Dpo, Params
 from rubriclab.align._policy import chat_prompt, load_policy, load_tokenizer, pick_device, require_align
 from rubriclab.atomic import write_json, write_text
 from rubriclab.errors import InputError
 from rubriclab.paths import display_path
 
-_D = Dpo()  # the defaults: rubriclab._params_schema.Dpo (docs and paper values there)
-# each DPOSettings field (but seed, data.seed, and extra): its place in align.dpo, which holds its range
-_PLACES = {**{k: k for k in Dpo.model_fields if k != "lora"},
-           **{f"lora_{k}": f"lora.{k}" for k in ("r", "alpha", "dropout")}, "target_modules": "lora.target_modules"}
-
 
 @dataclass(frozen=True)
 class DPOSettings:
-    """``align.dpo`` in params.yaml. Paper (seed 003 Table 5): sigmoid loss, β 0.1, 1 epoch, cosine, warmup 0.03,
-    max length 2048, batch 32, max grad norm 1; LoRA r16/α32/dropout .05 lr 1e-4, or full fine-tune lr 1e-6."""
+    """One training's settings: ``align.dpo`` (every default, range and the paper's value (seed 003 Table 5) in
+    rubriclab._params_schema.Dpo), the data seed, and extra DPOConfig keywords."""
 
-    mode: str = _D.mode
-    beta: float = _D.beta
-    loss_type: str = _D.loss_type
-    epochs: float = _D.epochs
-    max_steps: int | None = _D.max_steps
-    learning_rate: float = _D.learning_rate
-    batch_size: int = _D.batch_size
-    grad_accum: int = _D.grad_accum
-    scheduler: str = _D.scheduler
-    warmup_ratio: float = _D.warmup_ratio
-    max_length: int = _D.max_length
-    max_grad_norm: float = _D.max_grad_norm
-    lora_r: int = _D.lora.r
-    lora_alpha: int = _D.lora.alpha
-    lora_dropout: float = _D.lora.dropout
-    target_modules: tuple[str, ...] = tuple(_D.lora.target_modules)
-    device: str = _D.device
+    dpo: Dpo = field(default_factory=Dpo)
     seed: int = Data().seed
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:
-        check_places(self, _PLACES, "align.dpo")
-
     @classmethod
-    def of(cls, dpo: Dpo | dict[str, Any] | None, seed: int) -> DPOSettings:
-        """The ``align.dpo`` section (typed, or a mapping validated as params.yaml's) with the data seed."""
-        d = dpo if isinstance(dpo, Dpo) else Params.of({"align": {"dpo": dict(dpo or {})}}).align.dpo
-        flat = {name: attrgetter(place)(d) for name, place in _PLACES.items()}
-        return cls(**{**flat, "target_modules": tuple(d.lora.target_modules)}, seed=seed)
+    def of(cls, dpo: Dpo | dict[str, Any] | None = None, seed: int = Data().seed) -> DPOSettings:
+        """The ``align.dpo`` section, typed or a mapping validated as params.yaml's (``{"lora": {"r": 8}}``)."""
+        return cls(dpo if isinstance(dpo, Dpo) else Params.of({"align": {"dpo": dict(dpo or {})}}).align.dpo, seed)
 
     def total_steps(self, n_pairs: int) -> int:
-        if self.max_steps:
-            return int(self.max_steps)
-        per_epoch = math.ceil(n_pairs / (self.batch_size * self.grad_accum))
-        return max(1, math.ceil(per_epoch * self.epochs))
+        d = self.dpo
+        if d.max_steps:
+            return int(d.max_steps)
+        return max(1, math.ceil(math.ceil(n_pairs / (d.batch_size * d.grad_accum)) * d.epochs))
 
     def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["target_modules"] = list(self.target_modules)
-        return d
+        """Flat, in the order settings.json and the MLflow params have always had."""
+        d, lora = self.dpo.model_dump(exclude={"lora", "device"}), self.dpo.lora
+        return {**d, "lora_r": lora.r, "lora_alpha": lora.alpha, "lora_dropout": lora.dropout,
+                "target_modules": list(lora.target_modules), "device": self.dpo.device, "seed": self.seed,
+                "extra": dict(self.extra)}
 
 
 def dpo_dataset(rows: pd.DataFrame, tokenizer: Any) -> Any:
@@ -121,13 +96,14 @@ def dpo_config(settings: DPOSettings, device: str, steps: int, work: Path, progr
     gives is mixed precision (bf16 autocast, float32 optimizer updates); the cpu trains in float32."""
     from trl import DPOConfig
 
+    d = settings.dpo
     return DPOConfig(
-        output_dir=str(work), beta=settings.beta, loss_type=[settings.loss_type],
-        num_train_epochs=float(settings.epochs), max_steps=int(settings.max_steps or -1),
-        per_device_train_batch_size=settings.batch_size, gradient_accumulation_steps=settings.grad_accum,
-        learning_rate=settings.learning_rate, lr_scheduler_type=settings.scheduler,
-        warmup_steps=int(math.ceil(settings.warmup_ratio * steps)),  # DPOConfig here takes steps, not a ratio
-        max_length=settings.max_length, max_grad_norm=settings.max_grad_norm, logging_steps=1,
+        output_dir=str(work), beta=d.beta, loss_type=[d.loss_type],
+        num_train_epochs=float(d.epochs), max_steps=int(d.max_steps or -1),
+        per_device_train_batch_size=d.batch_size, gradient_accumulation_steps=d.grad_accum,
+        learning_rate=d.learning_rate, lr_scheduler_type=d.scheduler,
+        warmup_steps=int(math.ceil(d.warmup_ratio * steps)),  # DPOConfig here takes steps, not a ratio
+        max_length=d.max_length, max_grad_norm=d.max_grad_norm, logging_steps=1,
         report_to=[], save_strategy="no", seed=settings.seed, data_seed=settings.seed,
         use_cpu=device == "cpu", bf16=device == "cuda", gradient_checkpointing=False,
         disable_tqdm=not progress, **settings.extra)
@@ -143,7 +119,7 @@ def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: s
     import torch
     from trl import DPOTrainer
 
-    device = pick_device(settings.device)
+    device = pick_device(settings.dpo.device)
     torch.manual_seed(settings.seed)
     tokenizer = load_tokenizer(source)
     dataset = dpo_dataset(rows, tokenizer)
@@ -152,11 +128,12 @@ def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: s
     work = out_dir.with_name(out_dir.name + ".trainer")
     config = dpo_config(settings, device, steps, work, progress)
     peft_config = None
-    if settings.mode == "lora":
+    if settings.dpo.mode == "lora":
         from peft import LoraConfig
 
-        peft_config = LoraConfig(r=settings.lora_r, lora_alpha=settings.lora_alpha,
-                                 lora_dropout=settings.lora_dropout, target_modules=list(settings.target_modules),
+        lora = settings.dpo.lora
+        peft_config = LoraConfig(r=lora.r, lora_alpha=lora.alpha,
+                                 lora_dropout=lora.dropout, target_modules=list(lora.target_modules),
                                  task_type="CAUSAL_LM")
     model = load_policy(source, device=device, training=True).train()  # float32 master weights
     history: list[dict[str, Any]] = []

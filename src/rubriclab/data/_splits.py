@@ -8,8 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from rubriclab._params_schema import Data, Premise, RipdSetting
-from rubriclab.data._clean import max_chars_of
+from rubriclab._params_schema import Data, Premise, RipdSetting, as_section
 from rubriclab.data._io import write_splits
 from rubriclab.data._loaders import LoadResult, load_source_detailed
 from rubriclab.data._schema import Pair
@@ -25,7 +24,6 @@ RIPD_SPLITS = ("train", "val", "test")
 # PReMISE paper sizes. The paper names a development split for refinement but not its size: it is 0 unless
 # set (data.premise.dev), so params written before it existed keep their splits; `repair` asks for it.
 PREMISE_DEFAULTS = Premise().model_dump(exclude={"sources"})  # rubriclab._params_schema: the one definition
-RIPD_DEFAULTS = {k: RipdSetting.model_fields[k].default for k in ("train", "val", "test")}  # per side
 
 
 def allocate(available: int, sizes: dict[str, int]) -> dict[str, int]:
@@ -137,25 +135,24 @@ def _source_report(res: LoadResult) -> dict:
     }
 
 
-def unused_sources(sources: dict, premise_sources: list[str], ripd: dict) -> dict[str, str]:
+def unused_sources(sources: Iterable[str], premise_sources: list[str], ripd: dict[str, RipdSetting]) -> dict[str, str]:
     """``data.sources`` entries no split uses, each with a one-line warning naming the splits that exist.
 
     Not an error: ``rubriclab drift check --data NAME`` reads a ``data.sources`` entry directly, so an entry kept
     only for it is legitimate. The data stage does not load such an entry; it says so (a warning on stderr, the
     report's ``unused_sources`` and the ``sources.unused`` metric) instead of skipping it silently."""
-    used = set(premise_sources) | {cfg.get(side) for cfg in ripd.values() if isinstance(cfg, dict)
-                                   for side in ("bench", "target")}
+    used = set(premise_sources) | {name for cfg in ripd.values() for name in (cfg.bench, cfg.target)}
     splits = [f"data.premise.sources: {', '.join(premise_sources) or 'none'}"]
-    splits += [f"data.ripd.{name}: bench {cfg.get('bench')}, target {cfg.get('target')}"
-               for name, cfg in ripd.items() if isinstance(cfg, dict)]
+    splits += [f"data.ripd.{name}: bench {cfg.bench}, target {cfg.target}" for name, cfg in ripd.items()]
     return {name: (f"data.sources.{name}: not used by any split, so the data stage does not load it (splits: "
                    f"{'; '.join(splits)}); add it to data.premise.sources or a data.ripd setting to split it "
                    f"(`rubriclab drift check --data {name}` reads it as it is)")
             for name in sources if name not in used}
 
 
-def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = ".") -> dict:
-    """Load the sources ``data_params`` names, split them and write parquet files; return a report.
+def build_splits(data: Data | dict, out_dir: str | Path, base_dir: str | Path = ".") -> dict:
+    """Load the sources ``data`` (params.yaml's typed ``data`` section) names, split them and write parquet files;
+    return a report. A mapping is validated as params.yaml's ``data:`` (every default from the schema).
 
     Writes ``out_dir/premise/<source>/{extraction,audit,heldout,dev}.parquet`` for each source in
     ``data.premise.sources`` and ``out_dir/ripd/<setting>/{bench,target}_{train,val,test}.parquet``
@@ -163,36 +160,25 @@ def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = 
     per-split requested vs written counts, and ``unused_sources``: the ``data.sources`` entries no split uses
     (not loaded; a warning each, see :func:`unused_sources`).
     """
-    out_dir = Path(out_dir)
-    seed = data_params.get("seed", Data.model_fields["seed"].default)
-    sources = data_params.get("sources") or {}
-    premise = dict(data_params.get("premise") or {})
-    ripd = dict(data_params.get("ripd") or {})
-    unknown = sorted(set(data_params) - {"seed", "sources", "premise", "ripd", "max_chars"})
-    if unknown:
-        raise ConfigError(f"data: unknown key(s) {', '.join(unknown)}; expected some of: seed, sources, premise, "
-                          "ripd, max_chars")
-    max_chars = max_chars_of(data_params.get("max_chars"))
-
-    premise_sources = list(premise.pop("sources", []) or [])
-    premise_sizes = _check_sizes({**PREMISE_DEFAULTS, **premise}, PREMISE_SPLITS, "data.premise")
-    needed = list(premise_sources)
-    for setting, cfg in ripd.items():
-        if not isinstance(cfg, dict) or "bench" not in cfg or "target" not in cfg:
-            raise ConfigError(f"data.ripd.{setting}: expected a mapping with 'bench' and 'target' source names")
-        needed += [cfg["bench"], cfg["target"]]
+    data, out_dir = as_section("data", data), Path(out_dir)
+    seed, premise, ripd = data.seed, data.premise, data.ripd
+    max_chars = data.max_chars.model_dump()
+    premise_sizes = premise.model_dump(include=set(PREMISE_SPLITS))
+    needed = [*premise.sources, *(name for cfg in ripd.values() for name in (cfg.bench, cfg.target))]
     for name in needed:
-        if name not in sources:
+        if name not in data.sources:
             raise ConfigError(
-                f"data: source '{name}' is not defined; expected one of data.sources: {', '.join(sources)}"
+                f"data: source '{name}' is not defined; expected one of data.sources: {', '.join(data.sources)}"
             )
-    unused = unused_sources(sources, premise_sources, ripd)
+    unused = unused_sources(data.sources, premise.sources, ripd)
     for why in unused.values():
         log.warning("warning: %s", why)
 
     loaded: dict[str, LoadResult] = {}
     for name in dict.fromkeys(needed):
-        loaded[name] = load_source_detailed(sources[name], base_dir, name=name, seed=seed, max_chars=max_chars)
+        # the loaders get a source's keys as given: unset common keys (domain, limit) stay absent
+        spec = data.sources[name].model_dump(exclude_unset=True)
+        loaded[name] = load_source_detailed(spec, base_dir, name=name, seed=seed, max_chars=max_chars)
         drops = loaded[name].drops
         if drops:
             log.info("source %s: dropped %s", name, dict(drops))
@@ -205,22 +191,21 @@ def build_splits(data_params: dict, out_dir: str | Path, base_dir: str | Path = 
         "unused_sources": unused,
         "max_chars": max_chars,
     }
-    for name in premise_sources:
+    for name in premise.sources:
         splits = premise_splits(loaded[name].pairs, premise_sizes, seed)
         write_splits(splits, out_dir / "premise" / name)
         report["premise"][name] = _counts(splits, premise_sizes)
 
     for setting, cfg in ripd.items():
-        sizes = {k: v for k, v in cfg.items() if k not in ("bench", "target")}
-        sizes = _check_sizes({**RIPD_DEFAULTS, **sizes}, RIPD_SPLITS, f"data.ripd.{setting}")
-        bench, target = loaded[cfg["bench"]].pairs, loaded[cfg["target"]].pairs
+        sizes = cfg.model_dump(include=set(RIPD_SPLITS))
+        bench, target = loaded[cfg.bench].pairs, loaded[cfg.target].pairs
         overlap = len({p.id for p in bench} & {p.id for p in target})
         res = bench_target_splits(bench, target, sizes, seed)
         for side in ("bench", "target"):
             write_splits(res[side], out_dir / "ripd" / setting, prefix=f"{side}_")
         report["ripd"][setting] = {
-            "bench": cfg["bench"],
-            "target": cfg["target"],
+            "bench": cfg.bench,
+            "target": cfg.target,
             "overlap_removed_from_target": overlap,
             "splits": {side: _counts(res[side], sizes) for side in ("bench", "target")},
         }

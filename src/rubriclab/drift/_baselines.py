@@ -50,8 +50,8 @@ def random_search(seed: JudgeTemplate, *, registry: Registry, refiner: RoleSpec,
         results = run_refiner(gateway, requests, "random: variants")
         return [registry.from_result("random", res, parent="seed", gen_step=0) for res in results]
 
-    first = variants(0, settings.val_budget)
-    pool, refill = refill_pool(first, lambda start, n: variants(settings.val_budget + start, n), settings, registry)
+    first = variants(0, settings.drift.val_budget)
+    pool, refill = refill_pool(first, lambda start, n: variants(settings.drift.val_budget + start, n), settings, registry)
     return {"pool": pool, "guidelines": g.value, "refill": refill}
 
 
@@ -64,8 +64,8 @@ def few_shot_icl(seed: JudgeTemplate, *, data: DriftData, judging: Judging, regi
         return icl_candidates(seed, n, method="icl", data=data, judging=judging, registry=registry, refiner=refiner,
                               settings=settings, gateway=gateway, templates_dir=templates_dir, start=start)
 
-    first = refinements(0, settings.val_budget)
-    pool, refill = refill_pool(first, lambda start, n: refinements(settings.val_budget + start, n), settings,
+    first = refinements(0, settings.drift.val_budget)
+    pool, refill = refill_pool(first, lambda start, n: refinements(settings.drift.val_budget + start, n), settings,
                                registry)
     return {"pool": pool, "refill": refill}
 
@@ -82,9 +82,10 @@ def textgrad(seed: JudgeTemplate, *, data: DriftData, judging: Judging, registry
     steps: list[dict[str, Any]] = []
     pool: list[Candidate] = []
     by_id = data.by_id
-    max_steps = s.val_budget * (1 + s.refill)
+    cfg, tg = s.drift, s.drift.textgrad
+    max_steps = cfg.val_budget * (1 + cfg.refill)
     step = -1
-    while len(pool) < s.val_budget and step + 1 < max_steps:
+    while len(pool) < cfg.val_budget and step + 1 < max_steps:
         step += 1
         [res] = gateway.run([rewrite_request(seed, instruction, refiner, sample_index=step, tag=("rewrite", step),
                                              templates_dir=templates_dir)], desc=f"textgrad step {step + 1}: rewrite")
@@ -106,19 +107,19 @@ def textgrad(seed: JudgeTemplate, *, data: DriftData, judging: Judging, registry
             rubric_text = seed.text
         record["feasible_val"] = feasible
         streak = 0 if feasible else streak + 1
-        if streak >= s.tg_rollback:
+        if streak >= tg.rollback:
             instruction, streak = best_instruction, 0
             record["rolled_back"] = True
             steps.append(record)
             continue
         rng = random.Random(stable_hash("textgrad-batch", s.seed, step))
         bench, target = data.get("bench", "train"), data.get("target", "train")
-        batch = rng.sample(bench, min(s.tg_bench, len(bench))) + rng.sample(target, min(s.tg_target, len(target)))
+        batch = rng.sample(bench, min(tg.bench_batch, len(bench))) + rng.sample(target, min(tg.target_batch, len(target)))
         rows = judging.rows({"step": JudgeTemplate(name="step", text=rubric_text)}, batch,
                             desc=f"textgrad step {step + 1}: mini-batch")
         cases = minibatch_cases(rows, by_id, data_seed=s.seed, bench_domain="bench")
         [fb] = gateway.run([feedback_request(instruction, rubric_text, cases, refiner, sample_index=step,
-                                             templates_dir=templates_dir, max_chars=s.max_chars)],
+                                             templates_dir=templates_dir, max_chars=cfg.max_chars)],
                            desc=f"textgrad step {step + 1}: feedback")
         if fb.ok:
             [up] = gateway.run([update_request(instruction, fb.value, refiner, sample_index=step,
@@ -130,6 +131,6 @@ def textgrad(seed: JudgeTemplate, *, data: DriftData, judging: Judging, registry
         else:
             record["feedback_failed"] = fb.parse_error or fb.error
         steps.append(record)
-    extra = max(0, step + 1 - s.val_budget)
-    refill = {"extra_proposals": extra, "cap": s.refill * s.val_budget, "short": len(pool) < s.val_budget}
+    extra = max(0, step + 1 - cfg.val_budget)
+    refill = {"extra_proposals": extra, "cap": cfg.refill * cfg.val_budget, "short": len(pool) < cfg.val_budget}
     return {"pool": pool, "steps": steps, "final_instruction": instruction, "refill": refill}

@@ -8,13 +8,12 @@ import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from rubriclab._params_schema import DRIFT_METHODS, Data, Drift, DriftSearch, Params, check_places
+from rubriclab._params_schema import DRIFT_METHODS, Data, Drift, Params
 from rubriclab.data import Pair, stable_hash
 from rubriclab.drift._refine import check_candidate
 from rubriclab.errors import InputError
@@ -25,51 +24,25 @@ from rubriclab.rubrics import JudgeTemplate
 SPLITS = ("train", "val", "test")
 DOMAINS = ("bench", "target")
 METHODS = DRIFT_METHODS
-_D = Drift()  # the defaults: rubriclab._params_schema.Drift (docs and paper values there)
-# each DriftSettings field (but seed, data.seed): its place in the drift section, which holds its range
-_PLACES = {**{k: k for k in ("methods", "val_budget", "refill", "max_chars", "samples", "tie_credit", "n_boot",
-                             "confidence")}, **{k: f"search.{k}" for k in DriftSearch.model_fields},
-           "cases_bench": "cases.bench", "cases_target": "cases.target", "tg_bench": "textgrad.bench_batch",
-           "tg_target": "textgrad.target_batch", "tg_rollback": "textgrad.rollback"}
 
 
 @dataclass(frozen=True)
 class DriftSettings:
-    """Every knob of the search and its baselines (``drift:`` in params.yaml), flat; built by ``of``."""
+    """One run's settings: the ``drift`` section (every default, range and doc in rubriclab._params_schema.Drift)
+    and the data seed (``data.seed``)."""
 
-    methods: tuple[str, ...] = tuple(_D.methods)
-    val_budget: int = _D.val_budget
-    refill: int = _D.refill
-    population: int = _D.search.population
-    rounds: int = _D.search.rounds
-    subsample: float = _D.search.subsample
-    eps_train: float = _D.search.eps_train
-    top_k: int = _D.search.top_k
-    children: int = _D.search.children
-    cases_bench: int = _D.cases.bench
-    cases_target: int = _D.cases.target
-    max_chars: int = _D.max_chars
-    tg_bench: int = _D.textgrad.bench_batch
-    tg_target: int = _D.textgrad.target_batch
-    tg_rollback: int = _D.textgrad.rollback
-    samples: int = _D.samples
-    tie_credit: float = _D.tie_credit
-    n_boot: int = _D.n_boot
-    confidence: float = _D.confidence
+    drift: Drift = field(default_factory=Drift)
     seed: int = Data().seed
 
     @classmethod
-    def of(cls, drift: Drift | Mapping[str, Any] | None, seed: int, **override: Any) -> DriftSettings:
-        """The ``drift`` section (typed, or a mapping validated as params.yaml's) with the data seed."""
-        d = drift if isinstance(drift, Drift) else Params.of({"drift": dict(drift or {})}).drift
-        flat = {name: attrgetter(place)(d) for name, place in _PLACES.items()}
-        return cls(**{**flat, "methods": tuple(d.methods), "seed": int(seed), **override})
+    def of(cls, drift: Drift | Mapping[str, Any] | None = None, seed: int = Data().seed) -> DriftSettings:
+        """The ``drift`` section, typed or a mapping validated as params.yaml's (``{"search": {"rounds": 2}}``)."""
+        return cls(drift if isinstance(drift, Drift) else Params.of({"drift": dict(drift or {})}).drift, int(seed))
 
-    def __post_init__(self) -> None:
-        check_places(self, _PLACES, "drift")
-
-    def with_(self, **changes: Any) -> DriftSettings:
-        return dataclasses.replace(self, **changes)
+    def with_search(self, **point: Any) -> DriftSettings:
+        """A study grid point: ``drift.search`` fields changed, validated as params.yaml's."""
+        search = Params.of({"drift": {"search": {**self.drift.search.model_dump(), **point}}}).drift.search
+        return dataclasses.replace(self, drift=self.drift.model_copy(update={"search": search}))
 
 
 @dataclass
@@ -148,7 +121,7 @@ class Judging:
             # pair is a store hit, never a provider call)
             union = list({p.id: p for ps in missing_pairs.values() for p in ps}.values())
             got = judge_pairs({d: by_digest[d] for d in missing_pairs}, union, gateway=self.gateway,
-                              judge=self.judge, seed=self.settings.seed, samples=self.settings.samples,
+                              judge=self.judge, seed=self.settings.seed, samples=self.settings.drift.samples,
                               templates_dir=self.templates_dir, desc=desc)
             for row in got.to_dict("records"):
                 self._rows[(row["rubric"], row["pair_id"])] = row
@@ -160,9 +133,9 @@ class Judging:
 
     def scores(self, rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
         """Agreement per domain (bench, target) of one rubric's rows."""
-        s = self.settings
-        return {d: agreement(rows[rows["domain"] == d], tie_credit=s.tie_credit, n_boot=s.n_boot,
-                             confidence=s.confidence, seed=s.seed) for d in DOMAINS}
+        d_, seed = self.settings.drift, self.settings.seed
+        return {d: agreement(rows[rows["domain"] == d], tie_credit=d_.tie_credit, n_boot=d_.n_boot,
+                             confidence=d_.confidence, seed=seed) for d in DOMAINS}
 
 
 @dataclass

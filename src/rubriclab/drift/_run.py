@@ -65,7 +65,7 @@ def run_method(ctx: DriftContext, method: str, settings: DriftSettings | None = 
         res = biased_search(ctx.seed, data=ctx.data, judging=ctx.judging, method=label, **common)
     else:
         raise ValueError(f"unknown method {method!r}")
-    pool = res["pool"][: s.val_budget]
+    pool = res["pool"][: s.drift.val_budget]
     validate(pool, ctx.seed_val, data=ctx.data, judging=ctx.judging, settings=s)
     chosen, reason = select(pool, ctx.seed_val)
     if not pool:
@@ -83,10 +83,10 @@ def run_method(ctx: DriftContext, method: str, settings: DriftSettings | None = 
 
 def budget_shortfall(n_pool: int, s: DriftSettings, extra: dict[str, Any]) -> str:
     """'' when the method validated its whole budget, else what left it short (said in the outputs)."""
-    if n_pool >= s.val_budget:
+    if n_pool >= s.drift.val_budget:
         return ""
     refill = extra.get("refill") or {}
-    return (f"validated {n_pool} of the {s.val_budget}-candidate budget: invalid or repeated proposals were not "
+    return (f"validated {n_pool} of the {s.drift.val_budget}-candidate budget: invalid or repeated proposals were not "
             f"replaced within the refill cap ({refill.get('extra_proposals', 0)} of {refill.get('cap', 0)} extra "
             f"proposals, {extra['proposed']} in all)")
 

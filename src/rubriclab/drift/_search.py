@@ -28,15 +28,16 @@ def icl_candidates(seed: JudgeTemplate, n: int, *, method: str, data: DriftData,
                    templates_dir: str | None = None, start: int = 0) -> list[Candidate]:
     """Few-shot ICL: ``n`` refinements of the seed (numbered from ``start``), each from its own sample of
     asymmetric error cases taken from the seed's judgments on the round-0 train subsample."""
-    sub = data.subsample(settings.subsample, 0, settings.seed)
+    cfg = settings.drift
+    sub = data.subsample(cfg.search.subsample, 0, settings.seed)
     rows = judging.rows({"seed": seed}, sub, desc="seed on train subsample")
     by_id = data.by_id
     requests = []
     for i in range(start, start + n):
         cases = error_cases(rows, by_id, seed=stable_hash("icl-cases", settings.seed, i), data_seed=settings.seed,
-                            n_bench=settings.cases_bench, n_target=settings.cases_target, bench_domain="bench")
+                            n_bench=cfg.cases.bench, n_target=cfg.cases.target, bench_domain="bench")
         requests.append(refine_request(seed.text, cases, seed, refiner, sample_index=i, tag=i,
-                                       templates_dir=templates_dir, max_chars=settings.max_chars))
+                                       templates_dir=templates_dir, max_chars=cfg.max_chars))
     results = run_refiner(gateway, requests, f"{method}: few-shot ICL refinements")
     return [registry.from_result(method, res, parent="seed", gen_step=0) for res in results]
 
@@ -45,17 +46,17 @@ def biased_search(seed: JudgeTemplate, *, data: DriftData, judging: Judging, reg
                   settings: DriftSettings, gateway: Gateway, templates_dir: str | None = None,
                   method: str = "ours") -> dict[str, Any]:
     """Run Alg. 1; return ``{"rounds": [...], "pool": [Candidate, ...]}`` (pool: the validation candidates)."""
-    s = settings
-    population = icl_candidates(seed, s.population, method=method, data=data, judging=judging, registry=registry,
+    s, cfg, q = settings, settings.drift, settings.drift.search
+    population = icl_candidates(seed, q.population, method=method, data=data, judging=judging, registry=registry,
                                 refiner=refiner, settings=s, gateway=gateway, templates_dir=templates_dir)
     current = _live(population, registry)
     rounds: list[dict[str, Any]] = []
     ranked_by_round: list[list[Candidate]] = []
     by_id = data.by_id
-    for t in range(s.rounds):
-        sub = data.subsample(s.subsample, t, s.seed)
+    for t in range(q.rounds):
+        sub = data.subsample(q.subsample, t, s.seed)
         named = {"seed": seed, **{c.prompt_id: c.template() for c in current}}
-        rows = judging.rows(named, sub, desc=f"{method}: round {t + 1}/{s.rounds} on train subsample")
+        rows = judging.rows(named, sub, desc=f"{method}: round {t + 1}/{q.rounds} on train subsample")
         base = judging.scores(rows[rows["rubric"] == "seed"])
         a0 = base["bench"]["agreement"]
         for c in current:
@@ -66,19 +67,19 @@ def biased_search(seed: JudgeTemplate, *, data: DriftData, judging: Judging, reg
             c.train[t] = {"bench": sc["bench"]["agreement"], "target": sc["target"]["agreement"],
                           "n_bench": sc["bench"]["n"], "n_target": sc["target"]["n"],
                           "failed_bench": sc["bench"]["n_failed"], "failed_target": sc["target"]["n_failed"],
-                          "feasible": bool(sc["bench"]["agreement"] - a0 >= -s.eps_train and not fails_more)}
+                          "feasible": bool(sc["bench"]["agreement"] - a0 >= -q.eps_train and not fails_more)}
         feasible = [c for c in current if c.train[t]["feasible"]]
-        kept = sorted(feasible, key=lambda c: rank_key(c, t))[: s.top_k]
+        kept = sorted(feasible, key=lambda c: rank_key(c, t))[: q.top_k]
         ranked_by_round.append(kept + sorted([c for c in current if c not in kept], key=lambda c: rank_key(c, t)))
         requests, parents = [], []
         for c in kept:
             c_rows = rows[rows["rubric"] == c.prompt_id]
-            for j in range(s.children):
+            for j in range(q.children):
                 cases = error_cases(c_rows, by_id, seed=stable_hash("children", s.seed, t, c.prompt_id, j),
-                                    data_seed=s.seed, n_bench=s.cases_bench, n_target=s.cases_target,
+                                    data_seed=s.seed, n_bench=cfg.cases.bench, n_target=cfg.cases.target,
                                     bench_domain="bench")
                 requests.append(refine_request(c.text, cases, seed, refiner, sample_index=j, tag=(c.prompt_id, j),
-                                               templates_dir=templates_dir, max_chars=s.max_chars))
+                                               templates_dir=templates_dir, max_chars=cfg.max_chars))
                 parents.append(c.prompt_id)
         results = run_refiner(gateway, requests, f"{method}: round {t + 1} refinements")
         children = [registry.from_result(method, res, parent=p, gen_step=t + 1) for res, p in zip(results, parents)]
@@ -87,28 +88,28 @@ def biased_search(seed: JudgeTemplate, *, data: DriftData, judging: Judging, reg
                        "n_feasible": len(feasible), "kept": [c.prompt_id for c in kept],
                        "n_children": len(children), "n_children_usable": sum(c.usable for c in children)})
         current = kept + [c for c in _live(children, registry) if c not in kept]
-    last = [c for c in current if not c.train.get(s.rounds - 1)]  # the last round's children
+    last = [c for c in current if not c.train.get(q.rounds - 1)]  # the last round's children
     if last:
         ranked_by_round.append(last)
-    pool = final_pool(ranked_by_round, s.val_budget)
+    pool = final_pool(ranked_by_round, cfg.val_budget)
 
     def more_children(start: int, n: int) -> list[Candidate]:
         # further children of the last round's kept rubrics (the seed's ICL refinements if none was kept)
         if not kept:
             return icl_candidates(seed, n, method=method, data=data, judging=judging, registry=registry,
                                   refiner=refiner, settings=s, gateway=gateway, templates_dir=templates_dir,
-                                  start=s.population + start)
+                                  start=q.population + start)
         requests, parents = [], []
         for i in range(start, start + n):
-            c, j = kept[i % len(kept)], s.children + i // len(kept)
+            c, j = kept[i % len(kept)], q.children + i // len(kept)
             cases = error_cases(rows[rows["rubric"] == c.prompt_id], by_id, seed=stable_hash("children", s.seed,
-                                s.rounds - 1, c.prompt_id, j), data_seed=s.seed, n_bench=s.cases_bench,
-                                n_target=s.cases_target, bench_domain="bench")
+                                q.rounds - 1, c.prompt_id, j), data_seed=s.seed, n_bench=cfg.cases.bench,
+                                n_target=cfg.cases.target, bench_domain="bench")
             requests.append(refine_request(c.text, cases, seed, refiner, sample_index=j, tag=(c.prompt_id, j),
-                                           templates_dir=templates_dir, max_chars=s.max_chars))
+                                           templates_dir=templates_dir, max_chars=cfg.max_chars))
             parents.append(c.prompt_id)
         results = run_refiner(gateway, requests, f"{method}: refill refinements")
-        return [registry.from_result(method, res, parent=p, gen_step=s.rounds)
+        return [registry.from_result(method, res, parent=p, gen_step=q.rounds)
                 for res, p in zip(results, parents)]
 
     pool, refill = refill_pool(pool, more_children, s, registry)
@@ -120,7 +121,7 @@ def refill_pool(pool: list[Candidate], propose: Callable[[int, int], list[Candid
     """Top ``pool`` up to ``val_budget`` distinct usable candidates with ``propose(start, n)`` batches (RIPD:
     "until the validation budget is reached"), at most ``refill × val_budget`` extra proposals; the record
     says how many were made and whether the cap left the pool short."""
-    budget, cap = settings.val_budget, settings.refill * settings.val_budget
+    budget, cap = settings.drift.val_budget, settings.drift.refill * settings.drift.val_budget
     pool = _live(pool, registry)[:budget]
     made = 0
     while len(pool) < budget and made < cap:

@@ -75,18 +75,18 @@ def select(pool: Sequence[Candidate], seed_val: dict[str, Any]) -> tuple[Candida
 def report_on_test(selected: dict[str, JudgeTemplate], *, data: DriftData, judging: Judging,
                 settings: DriftSettings) -> pd.DataFrame:
     """One row per method: bench, target, gap on test with intervals, and the paired change vs the seed."""
-    s = settings
+    s, cfg = settings, settings.drift
     rows = judging.rows(selected, data.both("test"), desc="selected rubrics on test")
-    level = f"{100 * s.confidence:g}%"
+    level = f"{100 * cfg.confidence:g}%"
     out = []
     seed_rows = rows[rows["rubric"] == "seed"].set_index("pair_id") if "seed" in selected else None
     for method in selected:
         r = rows[rows["rubric"] == method]
         sc = judging.scores(r)
-        b_vals = credit(r.loc[r["domain"] == "bench", "status"], s.tie_credit)
-        t_vals = credit(r.loc[r["domain"] == "target", "status"], s.tie_credit)
-        gap = two_sample_bootstrap(b_vals[~np.isnan(b_vals)], t_vals[~np.isnan(t_vals)], n_resamples=s.n_boot,
-                                   seed=s.seed, confidence=s.confidence)
+        b_vals = credit(r.loc[r["domain"] == "bench", "status"], cfg.tie_credit)
+        t_vals = credit(r.loc[r["domain"] == "target", "status"], cfg.tie_credit)
+        gap = two_sample_bootstrap(b_vals[~np.isnan(b_vals)], t_vals[~np.isnan(t_vals)], n_resamples=cfg.n_boot,
+                                   seed=s.seed, confidence=cfg.confidence)
         row: dict[str, Any] = {"method": method, "rubric": selected[method].name}
         for d in ("bench", "target"):
             m = sc[d]
@@ -97,7 +97,7 @@ def report_on_test(selected: dict[str, JudgeTemplate], *, data: DriftData, judgi
             row.update(_vs_seed(r, seed_rows, d, s) if seed_rows is not None else {})
         out.append(row)
     table = adjust_across_methods(pd.DataFrame(out))
-    table.attrs["ci"] = (f"{level} percentile bootstrap over pairs (B={s.n_boot}); gap: two-sample bootstrap "
+    table.attrs["ci"] = (f"{level} percentile bootstrap over pairs (B={cfg.n_boot}); gap: two-sample bootstrap "
                          f"(bench and target resampled separately); Δ vs seed: paired bootstrap over the same pairs, "
                          f"p raw and Benjamini–Hochberg adjusted across methods (per domain)")
     return table
@@ -118,14 +118,15 @@ def adjust_across_methods(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _vs_seed(r: pd.DataFrame, seed_rows: pd.DataFrame, domain: str, s: DriftSettings) -> dict[str, Any]:
+    cfg = s.drift
     mine = r[r["domain"] == domain].set_index("pair_id")
     base = seed_rows.loc[mine.index]
-    a = credit(mine["status"], s.tie_credit)
-    b = credit(base["status"], s.tie_credit)
+    a = credit(mine["status"], cfg.tie_credit)
+    b = credit(base["status"], cfg.tie_credit)
     both = ~np.isnan(a) & ~np.isnan(b)
     key = f"d_{domain}"
     if not both.any():
         return {key: np.nan, f"{key}_low": np.nan, f"{key}_high": np.nan, f"{key}_p": np.nan, f"{key}_n": 0}
-    pb = paired_bootstrap(a[both], b[both], n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence)
+    pb = paired_bootstrap(a[both], b[both], n_resamples=cfg.n_boot, seed=s.seed, confidence=cfg.confidence)
     return {key: pb["diff"], f"{key}_low": pb["low"], f"{key}_high": pb["high"], f"{key}_p": pb["p_value"],
             f"{key}_n": int(both.sum())}

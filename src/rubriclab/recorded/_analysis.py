@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from rubriclab._params_schema import Params, Recorded
+from rubriclab._params_schema import Recorded, RecordedSource, as_section, check_places
 from rubriclab.errors import ConfigError
 from rubriclab.recorded._agreement import (
     alpha_from_parts,
@@ -72,6 +72,7 @@ _LIST_LINE = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+\S", re.MULTILINE)
 _R = Recorded()  # recorded.*'s defaults (rubriclab._params_schema.Recorded, docs there)
 # Settings fields under the same name in recorded, which holds their ranges (contrasts, a mapping there: _contrast)
 _CHECKED = ("confidence", "n_boot", "seed", "alpha", "power", "tie_credit", "baseline", "contrast_judges")
+_OWN = ("baseline", "contrasts", "contrast_judges")  # a source's own value replaces recorded.<key>
 
 
 @dataclass(frozen=True)
@@ -87,15 +88,26 @@ class Settings:
     baseline: str | None = _R.baseline  # within a judge: compare this condition with each other one (None: every pair)
     # named contrasts (name, a, b): Δ = a − b within each judge, one BH family per metric over judges × contrasts
     # (None: the importer's own, e.g. LLMBar's rules and Metrics contrasts; (): none)
-    contrasts: tuple[tuple[str, str, str], ...] | None = None
-    contrast_judges: tuple[str, ...] | None = None  # the judges the contrasts are drawn for (None: every judge)
+    contrasts: tuple[tuple[str, str, str], ...] | None = _R.contrasts
+    contrast_judges: tuple[str, ...] | None = _R.contrast_judges  # the judges the contrasts are drawn for (None: all)
+
+    @classmethod
+    def of(cls, recorded: Recorded | dict[str, Any] | None, source: RecordedSource | None = None) -> Settings:
+        """The ``recorded`` section (typed, or a mapping validated as params.yaml's), with ``source``'s own
+        ``baseline``, ``contrasts``, ``contrast_judges`` where it sets them; ``contrasts`` ``{name: [a, b]}``."""
+        r = as_section("recorded", recorded)
+        kw = {k: getattr(r, k) for k in (*_CHECKED, "contrasts")}
+        kw.update({k: v for k in _OWN if source is not None and (v := getattr(source, k)) is not None})
+        if kw["contrasts"] is not None:
+            kw["contrasts"] = tuple((n, *ab) for n, ab in kw["contrasts"].items())
+        return cls(**kw)
 
     def __post_init__(self) -> None:
         if self.contrasts is not None:
             object.__setattr__(self, "contrasts", tuple(_contrast(c) for c in self.contrasts))
         if self.contrast_judges is not None:
             object.__setattr__(self, "contrast_judges", tuple(str(j) for j in self.contrast_judges))
-        Params.of({"recorded": {k: list(v) if type(v := getattr(self, k)) is tuple else v for k in _CHECKED}})
+        check_places(self, {k: k for k in _CHECKED}, "recorded")
 
     def interval(self, unit: str = "pairs") -> str:
         return f"{100 * self.confidence:g}% percentile bootstrap over {unit} (B={self.n_boot})"

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rubriclab._params_schema import Params
+from rubriclab._params_schema import Data, Llm, Params, RecordedSource, as_section
 from rubriclab.errors import ConfigError
 from rubriclab.paths import display_path
 from rubriclab.recorded._llmbar import read_llmbar
 from rubriclab.recorded._mlflow import read_mlflow
 from rubriclab.recorded._pandalm import read_pandalm
-from rubriclab.recorded._records import FORMATS, RecordedSet
+from rubriclab.recorded._records import RecordedSet
 from rubriclab.recorded._shipped import resolve_path
 from rubriclab.recorded._table import read_table
 
-KEYS = ("path", "format", "experiment", "assessments", "judges", "conditions", "baseline", "contrasts",
-        "contrast_judges", "title", "license",
-        # format store: what the stage judged with (each enters the stored calls' keys)
-        "pairs", "rubrics", "seed", "samples", "both_orders", "judge_model", "temperature")
+# what format store judged with (each enters the stored calls' keys): meaningless for the other formats
 STORE_KEYS = ("pairs", "rubrics", "seed", "samples", "both_orders", "judge_model", "temperature")
 
 
@@ -30,7 +28,26 @@ def tracking_location(path: str, project: Path) -> str:
     return f"sqlite:///{(p if p.is_absolute() else project / p).resolve().as_posix()}"
 
 
-def _store_source(spec: dict[str, Any], project: Path, name: str, params: dict[str, Any]) -> RecordedSet:
+def _entry(source: RecordedSource | Mapping[str, Any], name: str) -> RecordedSource:
+    """``source`` as the typed ``recorded.sources.<name>``: a mapping validated as params.yaml's would be."""
+    if isinstance(source, RecordedSource):
+        return source
+    return Params.of({"recorded": {"sources": {name: source}}}).recorded.sources[name]
+
+
+def _check(s: RecordedSource, where: str) -> None:
+    """The rules between keys, which the schema (one key at a time) does not hold."""
+    stray = sorted(k for k in STORE_KEYS if getattr(s, k) is not None) if s.format != "store" else []
+    if stray:
+        raise ConfigError(f"{where}: {', '.join(stray)} apply to format store only")
+    if s.format == "mlflow" and not s.experiment:
+        raise ConfigError(f"{where}: format mlflow needs 'experiment' (a name or id)")
+    if s.format == "store" and not (s.pairs and s.rubrics):
+        raise ConfigError(f"{where}: format store needs 'pairs' (the pairs file the stage judged) and 'rubrics' "
+                          "(condition name: rubric file, a RIPD line as file.jsonl#prompt_id)")
+
+
+def _store_source(s: RecordedSource, project: Path, name: str, llm: Llm, data_seed: int) -> RecordedSet:
     """``format: store``: the judge's pairwise verdicts on ``pairs`` under ``rubrics`` read back from the call
     store at ``path`` (``llm.store`` for the project's own), with the judge role of ``llm.roles.judge``."""
     from rubriclab.data import read_pairs
@@ -38,80 +55,56 @@ def _store_source(spec: dict[str, Any], project: Path, name: str, params: dict[s
     from rubriclab.llm import panel, roles_from_params, store_location
     from rubriclab.recorded._callstore import read_store
 
-    where = f"params.yaml: recorded.sources.{name}"
-    if not spec.get("pairs") or not isinstance(spec.get("rubrics"), dict) or not spec["rubrics"]:
-        raise ConfigError(f"{where}: format store needs 'pairs' (the pairs file the stage judged) and 'rubrics' "
-                          "(condition name: rubric file, a RIPD line as file.jsonl#prompt_id)")
-    p = Params.of(params)
-    roles = roles_from_params(p.llm)
+    roles = roles_from_params(llm)
     if "judge" not in roles:
-        raise ConfigError(f"{where}: format store needs llm.roles.judge (the role the stage judged with)")
+        raise ConfigError(f"params.yaml: recorded.sources.{name}: format store needs llm.roles.judge (the role the "
+                          "stage judged with)")
     judge = panel(roles["judge"])[0]
-    if spec.get("judge_model"):
-        judge = judge.with_(model=str(spec["judge_model"]), name="judge")
-    if spec.get("temperature") is not None:
-        judge = judge.with_(temperature=float(spec["temperature"]))
-    loc = str(spec["path"])
-    loc = store_location(p.llm, project) if loc == "llm.store" else (
-        loc if "://" in loc else str(resolve_path(loc, project)))
+    if s.judge_model:
+        judge = judge.with_(model=s.judge_model, name="judge")
+    if s.temperature is not None:
+        judge = judge.with_(temperature=float(s.temperature))
+    loc = store_location(llm, project) if s.path == "llm.store" else (
+        s.path if "://" in s.path else str(resolve_path(s.path, project)))
     rubrics = {}
-    for cond, ref in spec["rubrics"].items():
-        file, _, prompt_id = str(ref).partition("#")
-        rubrics[str(cond)] = load_pairwise_rubric(resolve_path(file, project), prompt_id or None)
-    seed = spec.get("seed")
-    seed = p.data.seed if seed is None else int(seed)
-    display = display_path(loc, project)
-    return read_store(loc, read_pairs(resolve_path(str(spec["pairs"]), project)), rubrics, judge, seed=seed,
-                      samples=int(spec.get("samples") or 1), both_orders=bool(spec.get("both_orders")),
-                      templates_dir=p.llm.templates_dir, name=name, where=display)
+    for cond, ref in s.rubrics.items():
+        file, _, prompt_id = ref.partition("#")
+        rubrics[cond] = load_pairwise_rubric(resolve_path(file, project), prompt_id or None)
+    kept = {k: v for k in ("samples", "both_orders") if (v := getattr(s, k)) is not None}  # else read_store's
+    return read_store(loc, read_pairs(resolve_path(s.pairs, project)), rubrics, judge,
+                      seed=data_seed if s.seed is None else s.seed, templates_dir=llm.templates_dir, name=name,
+                      where=display_path(loc, project), **kept)
 
 
-def read_source(spec: dict[str, Any], project: Path, name: str, params: dict[str, Any] | None = None) -> RecordedSet:
-    """Read ``recorded.sources.<name>``: ``{path, format, …}`` (relative paths from the project folder;
-    ``shipped:<set>`` a set shipped with the package, e.g. ``shipped:llmbar_natural``). ``params`` (the whole
-    params.yaml) is needed by ``format: store`` only (the judge role, the store, the data seed)."""
-    from rubriclab._params_schema import given
-
-    params = given(params)
-    if not isinstance(spec, dict) or "path" not in spec or "format" not in spec:
-        raise ConfigError(f"params.yaml: recorded.sources.{name}: expected a mapping with path and format "
-                          f"({', '.join(FORMATS)})")
-    unknown = sorted(set(spec) - set(KEYS))
-    if unknown:
-        raise ConfigError(f"params.yaml: recorded.sources.{name}: unknown key(s) {', '.join(unknown)}; expected some "
-                          f"of {', '.join(KEYS)}")
-    fmt, raw = spec["format"], str(spec["path"])
-    path = resolve_path(raw, project)
-    judges, conditions = spec.get("judges"), spec.get("conditions")
-    if fmt == "llmbar":
-        rs = read_llmbar(path, name=name, judges=judges, conditions=conditions)
-    elif fmt == "pandalm":
-        rs = read_pandalm(path, name=name, judges=judges)
-    elif fmt == "table":
+def read_source(source: RecordedSource | Mapping[str, Any], project: Path, name: str, *,
+                llm: Llm | Mapping[str, Any] | None = None, data_seed: int = Data().seed) -> RecordedSet:
+    """Read ``recorded.sources.<name>`` (typed, or a mapping validated as params.yaml's): ``{path, format, …}``
+    (relative paths from the project folder; ``shipped:<set>`` a set shipped with the package, e.g.
+    ``shipped:llmbar_natural``). ``llm`` (the ``llm`` section: the judge role, the store, the templates) and
+    ``data_seed`` (``data.seed``, the default presentation seed) are read by ``format: store`` only."""
+    s = _entry(source, name)
+    _check(s, f"params.yaml: recorded.sources.{name}")
+    path = resolve_path(s.path, project)
+    if s.format == "llmbar":
+        rs = read_llmbar(path, name=name, judges=s.judges, conditions=s.conditions)
+    elif s.format == "pandalm":
+        rs = read_pandalm(path, name=name, judges=s.judges)
+    elif s.format == "table":
         rs = read_table(path, name=name)
-    elif fmt == "mlflow":
-        if not spec.get("experiment"):
-            raise ConfigError(f"params.yaml: recorded.sources.{name}: format mlflow needs 'experiment' (a name or id)")
-        rs = read_mlflow(tracking_location(raw, project), str(spec["experiment"]), name=name,
-                         assessments=spec.get("assessments"))
-    elif fmt == "store":
-        rs = _store_source(spec, project, name, params or {})
-    else:
-        raise ConfigError(f"params.yaml: recorded.sources.{name}.format: got {fmt!r}; expected one of "
-                          f"{', '.join(FORMATS)}")
-    stray = sorted(k for k in STORE_KEYS if k in spec) if fmt != "store" else []
-    if stray:
-        raise ConfigError(f"params.yaml: recorded.sources.{name}: {', '.join(stray)} apply to format store only")
-    if fmt in ("table", "mlflow") and (judges or conditions):
-        keep_j, keep_c = set(judges or []), set(conditions or [])
+    elif s.format == "mlflow":
+        rs = read_mlflow(tracking_location(s.path, project), s.experiment, name=name, assessments=s.assessments)
+    else:  # store (the schema allows no other format)
+        rs = _store_source(s, project, name, as_section("llm", llm), data_seed)
+    if s.format in ("table", "mlflow") and (s.judges or s.conditions):
+        keep_j, keep_c = set(s.judges or []), set(s.conditions or [])
         rs.judgments = [j for j in rs.judgments if (not keep_j or j.judge in keep_j)
                         and (not keep_c or j.condition in keep_c)]
-    if fmt != "store":  # the card names the source as params.yaml does, never this machine's folder
-        rs.path = raw if raw.startswith("shipped:") or "://" in raw else display_path(path, project)
-    if spec.get("title"):
-        rs.provenance = f"{spec['title']} — {rs.provenance}"
-    if spec.get("license"):
-        rs.license = str(spec["license"])
+    if s.format != "store":  # the card names the source as params.yaml does, never this machine's folder
+        rs.path = s.path if s.path.startswith("shipped:") or "://" in s.path else display_path(path, project)
+    if s.title:
+        rs.provenance = f"{s.title} — {rs.provenance}"
+    if s.license:
+        rs.license = s.license
     if not rs.judgments:
         raise ConfigError(f"params.yaml: recorded.sources.{name}: no judgment left after the judges/conditions filter")
     return rs

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from operator import attrgetter
-from types import SimpleNamespace
 from typing import Any
 
 from tqdm.auto import tqdm
 
-from rubriclab._params_schema import Audit, Packet, Params, Repair, check_places
+from rubriclab._params_schema import INF_WORDS, Audit, Repair, as_section
 from rubriclab.audit import AuditContext, audit_adversarial, audit_reliability
 from rubriclab.data import Pair
 from rubriclab.errors import ConfigError
@@ -30,19 +28,10 @@ from rubriclab.repair._packets import failure_packets, plan_subsets
 from rubriclab.repair._refine import propose
 from rubriclab.rubrics import BudgetLimits, RubricSet
 
-_A, _R = Audit(), Repair()  # the defaults: rubriclab._params_schema (docs and paper values there)
-# each RepairSettings field (but limits and attack_check, other shapes there): its place in params.yaml, which holds
-# its range; ``of`` reads the _FLOATS as floats
-_PLACES = {"pool_runs": "audit.runs", "pool_run_temperature": "audit.run_temperature",
-           "pool_attacks": "audit.n_attacks", "n_attacks": "repair.n_attacks", "tau": "audit.tau",
-           "baseline_reference": "audit.baseline_reference",
-           **{k: f"repair.packet.{k}" for k in Packet.model_fields},
-           **{k: f"repair.{k}" for k in ("max_operators", "operators", "max_criteria")}}
-_FLOATS = ("pool_run_temperature", "tau", "margin", "unstable_spread")
 
 def parse_delta(value: Any) -> float:
     """A tolerance δ ≥ 0 from params: a number, or inf / .inf / "inf" / "infinity" for the unconstrained point."""
-    if isinstance(value, str) and value.strip().lower() in ("inf", ".inf", "infinity", "+inf"):
+    if isinstance(value, str) and value.strip().lower() in INF_WORDS:
         return math.inf
     try:
         d = float(value)
@@ -59,54 +48,37 @@ def delta_label(d: float) -> str:
 
 @dataclass(frozen=True)
 class RepairSettings:
-    """Sizes and rules of one refinement; the pool settings are the audit's, so packets reuse its calls."""
+    """One refinement's settings: the ``repair`` section, and the ``audit`` section whose pool settings (runs, run
+    temperature, attacks, τ, baseline reference, attack check) the failure packets use, so that they reuse the
+    audit stage's calls. Defaults, ranges and docs: rubriclab._params_schema.Repair and Audit."""
 
-    pool_runs: int = _A.runs
-    pool_run_temperature: float = _A.run_temperature
-    pool_attacks: int = _A.n_attacks
-    n_attacks: int = _R.n_attacks
-    tau: float = float(_A.tau)
-    baseline_reference: str = _A.baseline_reference
-    per_kind: int = _R.packet.per_kind
-    margin: float = _R.packet.margin
-    unstable_spread: float = _R.packet.unstable_spread
-    max_chars: int = _R.packet.max_chars
-    max_operators: int = _R.max_operators
-    operators: tuple[str, ...] | None = None  # None: all
-    max_criteria: int | None = _R.max_criteria
-    limits: BudgetLimits = field(default_factory=BudgetLimits)
-    # audit.attack_check as sorted items (the settings stay hashable): what counts as an attack response
-    attack_check: tuple[tuple[str, float], ...] = ()
+    repair: Repair = field(default_factory=Repair)
+    audit: Audit = field(default_factory=Audit)
+
+    @classmethod
+    def of(cls, repair: Repair | dict[str, Any] | None = None, audit: Audit | dict[str, Any] | None = None,
+           ) -> RepairSettings:
+        """The two sections, typed or mappings validated as params.yaml's."""
+        return cls(as_section("repair", repair), as_section("audit", audit))
+
+    @property
+    def tau(self) -> float:
+        return float(self.audit.tau)
+
+    @property
+    def limits(self) -> BudgetLimits:
+        return BudgetLimits(**self.repair.budget.model_dump())
 
     @property
     def attack_bounds(self) -> dict[str, float] | None:
-        """``audit.attack_check`` as ``audit_adversarial`` takes it (None: its defaults)."""
-        return dict(self.attack_check) or None
-
-    @classmethod
-    def of(cls, repair: Repair | dict[str, Any] | None, audit: Audit | dict[str, Any] | None) -> RepairSettings:
-        """The ``repair`` and ``audit`` sections (typed, or mappings validated as params.yaml's)."""
-        if not isinstance(repair, Repair) or not isinstance(audit, Audit):
-            p = Params.of({"repair": repair.model_dump(exclude_unset=True) if isinstance(repair, Repair)
-                           else dict(repair or {}),
-                           "audit": audit.model_dump(exclude_unset=True) if isinstance(audit, Audit)
-                           else dict(audit or {})})
-            repair, audit = p.repair, p.audit
-        flat = {name: attrgetter(place)(SimpleNamespace(repair=repair, audit=audit)) for name, place in _PLACES.items()}
-        return cls(**{**flat, **{k: float(flat[k]) for k in _FLOATS},
-                      "operators": tuple(repair.operators or ()) or None},  # [] or null: all seven
-                   limits=BudgetLimits(**repair.budget.model_dump()),
-                   # what the user set, as the audit passes it (its bounds fill in the rest)
-                   attack_check=tuple(sorted(audit.attack_check.model_dump(exclude_unset=True).items())))
-
-    def __post_init__(self) -> None:
-        check_places(self, _PLACES)
+        """``audit.attack_check`` as the user set it, as the audit passes it (None: its defaults)."""
+        return dict(sorted(self.audit.attack_check.model_dump(exclude_unset=True).items())) or None
 
 
 def _subsets(settings: RepairSettings) -> list[tuple[str, ...]]:
-    subsets = operator_subsets(settings.max_operators)
-    if settings.operators:
-        subsets = [s for s in subsets if set(s) <= set(settings.operators)]
+    subsets = operator_subsets(settings.repair.max_operators)
+    if settings.repair.operators:  # [] or null: all seven
+        subsets = [s for s in subsets if set(s) <= set(settings.repair.operators)]
     return subsets
 
 
@@ -117,32 +89,31 @@ def search(rubric: RubricSet, *, pool: list[Pair], dev: list[Pair], ctx: AuditCo
         raise ConfigError(f"repair: number of candidates {n_candidates!r}; expected an integer >= 1")
     if not dev:
         raise ConfigError("repair: the dev split is empty; set data.premise.dev (and run `dvc repro data`)")
-    ids = list(rubric.criterion_ids)
+    ids, a, r, pk = list(rubric.criterion_ids), settings.audit, settings.repair, settings.repair.packet
     # 1. failure packets from the audit's functions on the audit pool (the calls the audit stage makes)
-    rel = audit_reliability(rubric, pool, ctx, runs=settings.pool_runs, temperature=settings.pool_run_temperature,
+    rel = audit_reliability(rubric, pool, ctx, runs=a.runs, temperature=float(a.run_temperature),
                             axes=("alpha", "flip"), source=f"{source}:pool")
-    adv = audit_adversarial(rubric, pool, ctx, n_attacks=settings.pool_attacks, tau=settings.tau, baseline=True,
-                            baseline_reference=settings.baseline_reference, source=f"{source}:pool",
+    adv = audit_adversarial(rubric, pool, ctx, n_attacks=a.n_attacks, tau=settings.tau, baseline=True,
+                            baseline_reference=a.baseline_reference, source=f"{source}:pool",
                             attack_bounds=settings.attack_bounds)
-    packets = failure_packets(ids, rel, adv, pool, per_kind=settings.per_kind, tau=settings.tau,
-                              margin=settings.margin, unstable_spread=settings.unstable_spread,
-                              max_chars=settings.max_chars)
+    packets = failure_packets(ids, rel, adv, pool, per_kind=pk.per_kind, tau=settings.tau, margin=float(pk.margin),
+                              unstable_spread=float(pk.unstable_spread), max_chars=pk.max_chars)
     pool_vfr = {row["criterion"]: row.get("vfr") for row in adv["per_criterion"]}
     # 2. triage: highest pool VFR first; max_criteria bounds the repair's cost
     order = sorted(ids, key=lambda c: (-(pool_vfr.get(c) if pool_vfr.get(c) is not None else -1.0), ids.index(c)))
-    targets = order if settings.max_criteria is None else order[: int(settings.max_criteria)]
+    targets = order if r.max_criteria is None else order[: int(r.max_criteria)]
     criteria: dict[str, dict[str, Any]] = {}
     for cid in ids:
         criteria[cid] = {"criterion": rubric.get(cid), "packet": packets[cid], "pool_vfr": pool_vfr.get(cid),
                          "original": None, "candidates": [], "rows": [], "rejected": {}, "skipped": None}
         if cid not in targets:
-            criteria[cid]["skipped"] = (f"not among the repair.max_criteria={settings.max_criteria} criteria with "
+            criteria[cid]["skipped"] = (f"not among the repair.max_criteria={r.max_criteria} criteria with "
                                         "the highest pool VFR")
     subsets = _subsets(settings)
     for cid in tqdm(targets, desc="repair: criteria", leave=False):
         entry = criteria[cid]
         c = entry["criterion"]
-        entry["original"] = evaluate_criterion(c, dev, ctx, n_attacks=settings.n_attacks, tau=settings.tau,
+        entry["original"] = evaluate_criterion(c, dev, ctx, n_attacks=r.n_attacks, tau=settings.tau,
                                                source=f"{source}:dev", attack_bounds=settings.attack_bounds)
         v0 = entry["original"]["vfr"]
         if v0 is None or v0 == 0:
@@ -154,7 +125,7 @@ def search(rubric: RubricSet, *, pool: list[Pair], dev: list[Pair], ctx: AuditCo
                            templates_dir=ctx.templates_dir)
         entry["rows"], entry["rejected"] = proposed["rows"], dict(proposed["rejected"])
         for cand in proposed["candidates"]:
-            cand.update(evaluate_criterion(cand["criterion"], dev, ctx, n_attacks=settings.n_attacks,
+            cand.update(evaluate_criterion(cand["criterion"], dev, ctx, n_attacks=r.n_attacks,
                                            tau=settings.tau, source=f"{source}:dev",
                                            attack_bounds=settings.attack_bounds))
             entry["candidates"].append(cand)
@@ -193,6 +164,6 @@ def operating_point(found: dict[str, Any], rubric: RubricSet, delta: float, n_ca
 def report_heldout(rubric: RubricSet, heldout: list[Pair], ctx: AuditContext, settings: RepairSettings,
                    source: str = "") -> dict[str, Any]:
     """Held-out α and VFR of a (repaired) set, each with its interval and n."""
-    return evaluate_set(rubric, heldout, ctx, n_attacks=settings.n_attacks, tau=settings.tau,
-                        source=f"{source}:heldout", baseline_reference=settings.baseline_reference,
+    return evaluate_set(rubric, heldout, ctx, n_attacks=settings.repair.n_attacks, tau=settings.tau,
+                        source=f"{source}:heldout", baseline_reference=settings.audit.baseline_reference,
                         attack_bounds=settings.attack_bounds)

@@ -412,9 +412,9 @@ def summarize(ctx: dict[str, Any], labels: dict[str, Any] | None, train: dict[st
             if math.isfinite(float(r["estimate"])):
                 metrics[f"labels.{r['domain']}.{r['comparison'].replace(' ', '_')}"] = r["estimate"]
     if train is not None and len(train["summary"]):
-        s = train["settings"]
+        s, lora = train["settings"].dpo, train["settings"].dpo.lora
         md += ["## DPO training", "", f"TRL DPOTrainer, {s.loss_type} loss, β={s.beta}, {s.mode}"
-               + (f" (r={s.lora_r}, α={s.lora_alpha}, dropout={s.lora_dropout}, {', '.join(s.target_modules)})"
+               + (f" (r={lora.r}, α={lora.alpha}, dropout={lora.dropout}, {', '.join(lora.target_modules)})"
                   if s.mode == "lora" else "") + f", lr={s.learning_rate:g}, {s.scheduler}, warmup ratio "
                f"{s.warmup_ratio:g}, batch {s.batch_size}×{s.grad_accum}, max length {s.max_length}, epochs "
                f"{s.epochs:g}; float32 weights (with bf16 autocast on cuda: the optimizer updates float32 master weights). "

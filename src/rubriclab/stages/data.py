@@ -64,7 +64,7 @@ def run_data_stage(params: dict[str, Any], project_dir: Path) -> dict[str, Any]:
         raise ConfigError("params.yaml: missing key 'data'")
     sources = "+".join(p.data.sources) or "none"
     with stage_run("data", f"data@{sources}", p.effective(), project_dir, experiment=p.tracking.experiment) as run:
-        report = build_splits(given(params)["data"], out, base_dir=project_dir)
+        report = build_splits(p.data, out, base_dir=project_dir)
         counts = split_counts(report)
         run.log_metrics(counts)
         run.log_dict(report, "data_report.json")

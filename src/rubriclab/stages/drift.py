@@ -82,7 +82,7 @@ def seed_template(project: Path, seed_rubrics: dict[str, str], setting: str,
 
 def grid_of(grid: DriftGrid, settings: DriftSettings) -> list[dict[str, Any]]:
     """Study grid (``drift.study.grid``) over (ε_train, population, rounds); the configured point comes first."""
-    base = {k: getattr(settings, k) for k in KNOBS}
+    base = {k: getattr(settings.drift.search, k) for k in KNOBS}
     values = {k: list(getattr(grid, k) or [base[k]]) for k in KNOBS}
     points = [base]
     for e in values["eps_train"]:
@@ -131,11 +131,11 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
                    tags={"setting": setting, "models": ", ".join(models), "embedded_model": str(bool(embedded)),
                          "adhoc": str(out_dir is not None)}) as run:
         results: dict[str, dict[str, Any]] = {}
-        for method in settings.methods:
+        for method in settings.drift.methods:
             if method != "ours":
                 results[method] = run_method(ctx, method)
         ours_points: dict[int, dict[str, Any]] = {}
-        if "ours" in settings.methods:
+        if "ours" in settings.drift.methods:
             storage = study_storage(storage_url or p.drift.study.storage,
                                     journal=out / "study.journal")
 
@@ -143,7 +143,7 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
                 return "ours" if grid.index(point) == 0 else f"ours{grid.index(point)}"
 
             def objective(trial: optuna.Trial, point: dict[str, Any]) -> float:
-                res = run_method(ctx, "ours", settings.with_(**point), label=label_of(point))
+                res = run_method(ctx, "ours", settings.with_search(**point), label=label_of(point))
                 ours_points[grid.index(point)] = res
                 value = (res["selected"].val if res["selected"] is not None else ctx.seed_val)["target"]["agreement"]
                 trial.set_user_attr("selected", res["selected"].prompt_id if res["selected"] else "seed")
@@ -156,7 +156,7 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
                              directions=("minimize",))
             for i, point in enumerate(grid):  # points another worker ran: recomputed from the call store
                 if i not in ours_points:
-                    ours_points[i] = run_method(ctx, "ours", settings.with_(**point), label=label_of(point))
+                    ours_points[i] = run_method(ctx, "ours", settings.with_search(**point), label=label_of(point))
             results["ours"] = ours_points[0]
             table = grid_results(study).drop(columns=["values"])
             table["selected"] = [ours_points[grid.index({k: (int(r[k]) if k != "eps_train" else float(r[k]))
@@ -221,14 +221,14 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
 
 
 def _stealth(ctx, chosen, evaluator, runs, gateway, templates_dir, settings) -> pd.DataFrame:
-    rows = []
+    rows, cfg = [], settings.drift
     if evaluator is None or not runs:
         return pd.DataFrame()
     for m, tpl in chosen.items():
         if m == "seed" or tpl.text == ctx.seed.text:
             continue
         r = stealth_check(ctx.seed, tpl, gateway=gateway, evaluator=evaluator, runs=runs, seed_value=settings.seed,
-                          templates_dir=templates_dir, n_boot=settings.n_boot, confidence=settings.confidence)
+                          templates_dir=templates_dir, n_boot=cfg.n_boot, confidence=cfg.confidence)
         rows.append({"method": m, "win_rate": r["win_rate"], "win_low": r["low"], "win_high": r["high"],
                      "runs_n": r["n"], "runs_failed": r["n_failed"]})
     return pd.DataFrame(rows)
@@ -239,9 +239,10 @@ def _transfer(ctx, chosen, judge, models, gateway, settings) -> pd.DataFrame:
         return pd.DataFrame(columns=["judge", "rubric"])
     judges = [judge.with_(model=m) for m in models]
     rubrics = {m: PairwiseRubric.of(tpl, name=m) for m, tpl in chosen.items()}  # every method, as Tables 1–2
+    cfg = settings.drift
     return transfer(rubrics, ctx.data.both("test"), gateway=gateway, judges=judges, seed=settings.seed,
-                    tie_credit=settings.tie_credit, n_boot=settings.n_boot, confidence=settings.confidence,
-                    bench_domain="bench", target_domain="target", samples=settings.samples)
+                    tie_credit=cfg.tie_credit, n_boot=cfg.n_boot, confidence=cfg.confidence,
+                    bench_domain="bench", target_domain="target", samples=cfg.samples)
 
 
 def _log_candidates(run, ctx: DriftContext, setting: str) -> None:
@@ -262,19 +263,19 @@ def _log_candidates(run, ctx: DriftContext, setting: str) -> None:
 
 
 def _summary(setting, data, seed, settings, models, embedded, comparison, selection, trans, ctx, grid) -> str:
-    counts = data.counts()
+    counts, cfg, q = data.counts(), settings.drift, settings.drift.search
     md = [f"# Rubric-induced preference drift: {setting}", "", f"Models: {', '.join(models)}", ""]
     note = embedded_note(embedded)
     if note:
         md += [f"> {note}", ""]
     md += [f"Seed rubric: `{seed.name}`. Splits (pairs): bench train/val/test {counts['bench_train']}/"
            f"{counts['bench_val']}/{counts['bench_test']}, target train/val/test {counts['target_train']}/"
-           f"{counts['target_val']}/{counts['target_test']}. Validation budget: {settings.val_budget} candidates "
-           f"per method. Search: population {settings.population}, T={settings.rounds} rounds, subsample "
-           f"{settings.subsample:g}, ε_train={settings.eps_train:g}, k={settings.top_k}, t={settings.children} "
+           f"{counts['target_val']}/{counts['target_test']}. Validation budget: {cfg.val_budget} candidates "
+           f"per method. Search: population {q.population}, T={q.rounds} rounds, subsample "
+           f"{q.subsample:g}, ε_train={q.eps_train:g}, k={q.top_k}, t={q.children} "
            f"children; study grid of {len(grid)} point(s) (study.csv; the first is the configured one).", "",
            "## Method comparison on test (seed 003 Tables 1–2)", "",
-           f"Intervals: {comparison.attrs['ci']}. Agreement counts a tie as {settings.tie_credit:g} and leaves "
+           f"Intervals: {comparison.attrs['ci']}. Agreement counts a tie as {cfg.tie_credit:g} and leaves "
            "failed verdicts out (counted in the last column).", "",
            comparison_markdown(comparison), ""]
     if "win_rate" in comparison:
@@ -287,8 +288,8 @@ def _summary(setting, data, seed, settings, models, embedded, comparison, select
            "Failed verdicts: agreement leaves them out, so a candidate is feasible only with no more failed "
            "verdicts than the seed's on each val split (bench and target, the same pairs), and likewise on each "
            "search round's train subsample: failing cannot buy benchmark feasibility or a target drop. Budget: every method validates "
-           f"{settings.val_budget} distinct usable candidates; invalid or repeated proposals are replaced by up to "
-           f"{settings.refill} × {settings.val_budget} more proposals (`budget_note` says where that cap left a "
+           f"{cfg.val_budget} distinct usable candidates; invalid or repeated proposals are replaced by up to "
+           f"{cfg.refill} × {cfg.val_budget} more proposals (`budget_note` says where that cap left a "
            "method short). Δ vs seed p-values: raw and Benjamini–Hochberg adjusted across methods (p_BH).", "",
            to_markdown(selection.round(3).fillna("—")), ""]
     rej = ctx.registry.rejected()

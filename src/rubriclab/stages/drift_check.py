@@ -14,7 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from rubriclab._params_schema import Gate, Params, given
+from rubriclab._params_schema import Data, Gate, Params, as_section
 from rubriclab.data import FORMATS, Pair, load_source_detailed, read_pairs, read_rows, stable_hash
 from rubriclab.drift import DriftCheck, drift_check, prompt_clusters, write_gate_report
 from rubriclab.errors import ConfigError, InputError
@@ -28,7 +28,7 @@ PAIR_COLUMNS = {"id", "domain", "prompt", "chosen", "rejected"}
 GROUPINGS = ("auto", "domain", "cluster")
 
 
-def gate_settings(params: dict[str, Any], **overrides: Any) -> dict[str, Any]:
+def gate_settings(params: Params | dict[str, Any], **overrides: Any) -> dict[str, Any]:
     """``drift.gate`` merged over ``GATE_DEFAULTS``, then the non-None ``overrides`` (CLI options)."""
     p = Params.of(params)  # unknown keys and bad values are refused here, one line each
     out = {**(p.drift.gate or Gate()).model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
@@ -89,14 +89,15 @@ def load_file(path: Path, *, fmt: str | None = None, domain_field: str | None = 
     return result.pairs, result.drops
 
 
-def load_gate_data(specs: list[str], params: dict[str, Any], project: Path, *, fmt: str | None = None,
+def load_gate_data(specs: list[str], data: Data | dict, project: Path, *, fmt: str | None = None,
                    domain_field: str | None = None) -> tuple[list[Pair], list[str]]:
     """Pairs from each ``--data`` value: a file (cwd, then project relative) or a ``data.sources.<name>``
-    entry; ``domain_field`` relabels domains from that field. Returns the pairs and notes (drops, sources)."""
+    entry of ``data`` (params.yaml's ``data`` section; its ``seed`` seeds a source's ``limit``); ``domain_field``
+    relabels domains from that field. Returns the pairs and notes (drops, sources)."""
     if not specs:
         raise ConfigError("drift check: --data is required (a pair file or a data.sources name)")
-    sources = (given(params).get("data") or {}).get("sources") or {}  # the loaders' keys as the file gives them
-    seed = Params.of(params).data.seed
+    data = as_section("data", data)
+    sources, seed = data.sources, data.seed
     pairs: list[Pair] = []
     notes = []
     for spec in specs:
@@ -105,7 +106,8 @@ def load_gate_data(specs: list[str], params: dict[str, Any], project: Path, *, f
             got, drops = load_file(path, fmt=fmt, domain_field=domain_field, seed=seed)
             where = str(path)
         elif spec in sources:
-            got, drops = _load_source(sources[spec], spec, project, seed)
+            # the loader gets the source's keys as given: unset common keys (domain, limit) stay absent
+            got, drops = _load_source(sources[spec].model_dump(exclude_unset=True), spec, project, seed)
             where = f"data.sources.{spec}"
         else:
             raise InputError("is neither a file nor a data.sources entry", file=spec, field="--data",
@@ -155,7 +157,7 @@ def limit_per_domain(pairs: list[Pair], limit: int | None, seed: int) -> list[Pa
     return [p for p in pairs if p.id in keep]
 
 
-def run_drift_check(params: dict[str, Any], project: Path, *, old: str | Path, new: str | Path,
+def run_drift_check(params: Params | dict[str, Any], project: Path, *, old: str | Path, new: str | Path,
                     data: list[str], old_id: str | None = None, new_id: str | None = None, fmt: str | None = None,
                     domain_field: str | None = None, by: str = "auto", bench: str | None = None,
                     clusters: int | None = None, limit: int | None = None, out_dir: Path | None = None,
@@ -164,14 +166,15 @@ def run_drift_check(params: dict[str, Any], project: Path, *, old: str | Path, n
     ``overrides``: ``alpha``, ``samples``, ``epsilon``, … over ``drift.gate`` (None = keep)."""
     if by not in GROUPINGS:
         raise ConfigError(f"--by {by!r}; expected one of: {', '.join(GROUPINGS)}")
+    params = Params.of(params)  # validated once: unknown keys and bad values are refused here
     cfg = gate_settings(params, **overrides)
     old_r = load_rubric(old, old_id, "--old")
     new_r = load_rubric(new, new_id, "--new")
     if old_r.name == new_r.name:  # e.g. two lines of one RIPD file keep their ids; two files named alike don't
         old_r, new_r = (PairwiseRubric(name=f"old:{old_r.name}", template=old_r.template, rubric_set=old_r.rubric_set),
                         PairwiseRubric(name=f"new:{new_r.name}", template=new_r.template, rubric_set=new_r.rubric_set))
-    pairs, notes = load_gate_data(list(data), params, project, fmt=fmt, domain_field=domain_field)
-    llm = Params.of(params).llm
+    pairs, notes = load_gate_data(list(data), params.data, project, fmt=fmt, domain_field=domain_field)
+    llm = params.llm
     roles = roles_from_params(llm)
     if "judge" not in roles:
         raise ConfigError("params.yaml: llm.roles.judge is not configured; the drift gate needs a judge model")
@@ -210,7 +213,7 @@ def run_drift_check(params: dict[str, Any], project: Path, *, old: str | Path, n
                          alpha=float(cfg["alpha"]), power=float(cfg["power"]), n_boot=int(cfg["n_boot"]),
                          confidence=float(cfg["confidence"]), tie_credit=float(cfg["tie_credit"]),
                          epsilon=float(cfg["epsilon"]), samples=int(cfg["samples"]),
-                         templates_dir=Params.of(params).llm.templates_dir, grouping=grouping)
+                         templates_dir=llm.templates_dir, grouping=grouping)
     result.old["source"], result.new["source"] = str(old), str(new)
     result.notes = notes + result.notes
     out = Path(out_dir) if out_dir else project / "outputs/drift_check"
@@ -220,15 +223,14 @@ def run_drift_check(params: dict[str, Any], project: Path, *, old: str | Path, n
     return {"result": result, "out": out, "paths": paths, "run_id": run_id, "note": note}
 
 
-def _track(result: DriftCheck, params: dict[str, Any], project: Path, paths: dict[str, Path], embedded: bool,
+def _track(result: DriftCheck, params: Params, project: Path, paths: dict[str, Path], embedded: bool,
            gateway: Any = None) -> str:
     name = f"drift_check@{result.old['name']}->{result.new['name']}"
     tags = {"old_rubric": result.old["name"], "new_rubric": result.new["name"], "old_digest": result.old["digest"],
             "new_digest": result.new["digest"], "judge": result.settings["judge"], "flagged": str(result.flagged),
             "flags": ", ".join(f["kind"] for f in result.flags) or "none", "embedded_model": str(embedded),
             "verdict": result.verdict}
-    with stage_run("drift_check", name, Params.of(params).effective(), project,
-                   experiment=Params.of(params).tracking.experiment,
+    with stage_run("drift_check", name, params.effective(), project, experiment=params.tracking.experiment,
                    tags=tags) as run:
         metrics: dict[str, Any] = {"flagged": int(result.flagged), "n_flipped": len(result.flipped)}
         for r in result.domains.to_dict(orient="records"):

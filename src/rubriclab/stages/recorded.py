@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab import atomic
-from rubriclab._params_schema import Gate, Params, given
+from rubriclab._params_schema import Gate, Params, RecordedCalibrate, RecordedSource
 from rubriclab.calibrate import CellSettings, calibrate_cells
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.errors import ConfigError
@@ -52,37 +52,16 @@ from rubriclab.recorded import (
 from rubriclab.stages import run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 
-SETTINGS_KEYS = ("confidence", "n_boot", "seed", "alpha", "power", "tie_credit", "baseline", "contrasts",
-                 "contrast_judges")
-SOURCE_SETTINGS = ("baseline", "contrasts", "contrast_judges")  # a source's own value replaces recorded.<key>
 SUMMARY_METRICS = ("accuracy", "accuracy_original", "accuracy_swapped", "both_correct", "positional_agreement",
                    "first_position_rate", "kappa", "macro_f1")
 
 
-def settings_from_params(params: dict[str, Any], name: str) -> Settings:
-    """``recorded.*`` (and the source's own ``baseline``, ``contrasts``, ``contrast_judges``) as analysis
-    Settings; ``contrasts`` is ``{name: [a, b]}`` (Δ = a − b)."""
-    cfg = dict(given(params).get("recorded") or {})  # what the file says: Settings holds the defaults
-    spec = (cfg.get("sources") or {}).get(name) or {}
-    kw: dict[str, Any] = {k: cfg[k] for k in SETTINGS_KEYS if cfg.get(k) is not None}
-    if isinstance(spec, dict):
-        kw.update({k: spec[k] for k in SOURCE_SETTINGS if spec.get(k) is not None})
-    if "contrasts" in kw:
-        pairs = kw["contrasts"]
-        if not isinstance(pairs, dict):
-            raise ConfigError(f"params.yaml: recorded contrasts: got {pairs!r}; expected a mapping name: [a, b]")
-        kw["contrasts"] = tuple((str(n), *ab) if isinstance(ab, (list, tuple)) else (n, ab) for n, ab in pairs.items())
-    if "contrast_judges" in kw:
-        kw["contrast_judges"] = tuple(kw["contrast_judges"])
-    return Settings(**kw)
-
-
-def source_spec(params: dict[str, Any], name: str) -> dict[str, Any]:
-    sources = (given(params).get("recorded") or {}).get("sources") or {}
+def source_entry(params: Params | dict[str, Any], name: str) -> RecordedSource:
+    sources = Params.of(params).recorded.sources
     if name not in sources:
         raise ConfigError(f"params.yaml: recorded.sources has no {name!r}; configured: "
                           f"{', '.join(sorted(sources)) or '(none)'}")
-    return dict(sources[name])
+    return sources[name]
 
 
 def stage_metrics(rs: RecordedSet, analysis: RecordedAnalysis, publisher: dict[str, Any] | None) -> dict[str, Any]:
@@ -124,12 +103,11 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _track(rs: RecordedSet, analysis: RecordedAnalysis, params: dict[str, Any], project: Path,
+def _track(rs: RecordedSet, analysis: RecordedAnalysis, p: Params, project: Path,
            paths: dict[str, Path], metrics: dict[str, Any]) -> str:
     tags = {"source": rs.name, "format": rs.format, "judges": ", ".join(rs.judges),
             "conditions": ", ".join(rs.conditions), "provenance": rs.provenance, "model_calls": "0",
             "embedded_model": str(any(j.startswith("local/") for j in rs.judges)), "recorded": "True"}
-    p = Params.of(params)
     with stage_run("recorded", f"recorded@{rs.name}", p.effective(), project, experiment=p.tracking.experiment,
                    tags=tags) as run:
         run.log_metrics({"model_calls": 0, **{k: v for k, v in metrics["counts"].items() if _finite(v)}})
@@ -150,19 +128,18 @@ def _track(rs: RecordedSet, analysis: RecordedAnalysis, params: dict[str, Any], 
         return run.run_id
 
 
-def calibration_settings(params: dict[str, Any], confidence: float) -> CellSettings | None:
-    """``recorded.calibrate`` (null or absent: no calibration step)."""
-    cfg = (given(params).get("recorded") or {}).get("calibrate")
-    if not cfg:
+def calibration_settings(calibrate: RecordedCalibrate | None, confidence: float) -> CellSettings | None:
+    """``recorded.calibrate`` (null: no calibration step); its ``lam: null`` is dropped, so it runs the default."""
+    if calibrate is None:
         return None
-    return CellSettings(**{k: v for k, v in dict(cfg).items() if v is not None}, confidence=confidence)
+    return CellSettings(**{k: v for k, v in calibrate.model_dump().items() if v is not None}, confidence=confidence)
 
 
-def write_calibration(rs: RecordedSet, analysis: RecordedAnalysis, params: dict[str, Any], out: Path
+def write_calibration(rs: RecordedSet, analysis: RecordedAnalysis, calibrate: RecordedCalibrate | None, out: Path
                       ) -> dict[str, Path]:
     """The calibration step: every judge × condition with a seeded draw of ``label_fraction`` of the labels
     (``calibration.csv``, ``calibration.json``); nothing when ``recorded.calibrate`` is off."""
-    settings = calibration_settings(params, analysis.settings.confidence)
+    settings = calibration_settings(calibrate, analysis.settings.confidence)
     if settings is None:
         return {}
     table, full = calibrate_cells(rs, [(c["judge"], c["condition"]) for c in analysis.cells], settings)
@@ -171,30 +148,31 @@ def write_calibration(rs: RecordedSet, analysis: RecordedAnalysis, params: dict[
             "calibration.json": atomic.write_json(out / "calibration.json", meta, indent=1, default=float)}
 
 
-def run_recorded_stage(params: dict[str, Any], project: Path, name: str, *, out_dir: Path | None = None,
+def run_recorded_stage(params: Params | dict[str, Any], project: Path, name: str, *, out_dir: Path | None = None,
                        track: bool = True) -> dict[str, Any]:
     """Audit ``recorded.sources.<name>``; writes ``outputs/recorded/<name>/`` and ``metrics/recorded/<name>.json``
     (an ad-hoc run with ``out_dir`` writes only that folder). Returns the set, analysis, publisher check, paths,
     metrics and MLflow run id."""
-    spec = source_spec(params, name)
-    settings = settings_from_params(params, name)
-    rs = read_source(spec, project, name, given(params))
+    p = Params.of(params)
+    source = source_entry(p, name)
+    settings = Settings.of(p.recorded, source)
+    rs = read_source(source, project, name, llm=p.llm, data_seed=p.data.seed)
     analysis = analyze(rs, settings)
     publisher = publisher_check(rs, analysis)
     out = Path(out_dir) if out_dir else project / "outputs/recorded" / name
     paths = write_card(analysis, out, publisher)
     paths["judgments.parquet"] = atomic.write_parquet(rs.frame(), out / "judgments.parquet", index=False)
-    paths.update(write_calibration(rs, analysis, params, out))
+    paths.update(write_calibration(rs, analysis, p.recorded.calibrate, out))
     metrics = stage_metrics(rs, analysis, publisher)
     if out_dir is None:
         paths["metrics"] = write_metrics_json(project / "metrics/recorded" / f"{name}.json", metrics)
-    run_id = _track(rs, analysis, params, project, {k: v for k, v in paths.items() if k != "metrics"},
+    run_id = _track(rs, analysis, p, project, {k: v for k, v in paths.items() if k != "metrics"},
                     metrics) if track else None
     return {"set": rs, "analysis": analysis, "publisher": publisher, "paths": paths, "metrics": metrics,
             "out": out, "run_id": run_id}
 
 
-def run_recorded_gate(params: dict[str, Any], project: Path, name: str, *, judge: str, from_condition: str,
+def run_recorded_gate(params: Params | dict[str, Any], project: Path, name: str, *, judge: str, from_condition: str,
                       to_condition: str, to_judge: str | None = None, order: str = "original",
                       bench: str | None = None, epsilon: float | None = None,
                       out_dir: Path | None = None) -> list[dict[str, Any]]:
@@ -204,10 +182,11 @@ def run_recorded_gate(params: dict[str, Any], project: Path, name: str, *, judge
     from rubriclab.drift import write_gate_report
     from rubriclab.recorded import recorded_gate
 
-    spec = source_spec(params, name)
-    s = settings_from_params(params, name)
-    rs = read_source(spec, project, name, given(params))
-    eps = float(epsilon if epsilon is not None else (Params.of(params).drift.gate or Gate()).epsilon)
+    p = Params.of(params)
+    source = source_entry(p, name)
+    s = Settings.of(p.recorded, source)
+    rs = read_source(source, project, name, llm=p.llm, data_seed=p.data.seed)
+    eps = float(epsilon if epsilon is not None else (p.drift.gate or Gate()).epsilon)
     orders = ["original", "swapped"] if order == "both" else [order]
     base = Path(out_dir) if out_dir else project / "outputs/recorded_cli" / name / "gate"
     out = []

@@ -232,7 +232,7 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
     if note:
         summary += [f"> {note}", ""]
     summary += [f"Splits: failure packets from the audit pool (n={len(pool)} pairs), acceptance on dev "
-                f"(n={len(dev)} pairs), report on held-out (n={len(heldout)} pairs); {settings.n_attacks} attacks "
+                f"(n={len(dev)} pairs), report on held-out (n={len(heldout)} pairs); {settings.repair.n_attacks} attacks "
                 f"per criterion on dev and held-out, τ={settings.tau:g}. Grid: δ ∈ "
                 f"{{{', '.join(delta_label(d) for d in sorted({g['delta'] for g in grid}))}}} × candidates ∈ "
                 f"{sorted({g['candidates'] for g in grid})}.", ""]
