@@ -53,7 +53,10 @@ SMALL = {
     # embedded model and were most of the block's time); drift, probe and align: one stealth run, one
     # counterfactual item, fewer bootstrap resamples
     "repair.dev_size": 2, "repair.heldout_size": 2, "repair.n_attacks": 1, "repair.max_criteria": 1,
-    "drift.stealth.runs": 1, "drift.n_boot": 100, "probe.counterfactual.n_items": 1, "probe.n_boot": 1000,
+    "repair.sweep.candidates": [1],
+    # drift: the search and the seed only (the baselines' refiner calls on the embedded model were most of its time;
+    # tests/test_drift_*.py cover them)
+    "drift.methods": ["seed", "ours"], "drift.stealth.runs": 1, "drift.n_boot": 100, "probe.counterfactual.n_items": 1, "probe.n_boot": 1000,
     "align.n_boot": 100,
     # the roles the block leaves on the embedded model generate less: drift's refiner (nine 400-token rubric
     # rewrites were half the block's time), repair's attacker and the probe's generator; a cut-off reply is counted

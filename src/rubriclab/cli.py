@@ -109,12 +109,14 @@ def cmd_calibrate_import(args: argparse.Namespace) -> int:
 
 def cmd_calibrate_verdicts(args: argparse.Namespace) -> int:
     from rubriclab import atomic
+    from rubriclab._params_schema import Params
     from rubriclab.calibrate import calibrate, load_recorded, verdict_table
 
     # a shipped set or a path with its format needs no project; a named source is read from params.yaml
     params, project = ({}, Path.cwd()) if args.source.startswith("shipped:") or args.format else _load(args)
-    table = verdict_table(load_recorded(args.source, project, params, args.format), args.judge, args.condition,
-                          order=args.order, none=args.none)
+    p = Params.of(params)
+    rs = load_recorded(args.source, project, args.format, sources=p.recorded.sources, llm=p.llm, data_seed=p.data.seed)
+    table = verdict_table(rs, args.judge, args.condition, order=args.order, none=args.none)
     labelled = None
     if args.labelled:
         labelled = [ln.strip() for ln in Path(args.labelled).read_text(encoding="utf-8").splitlines() if ln.strip()]
