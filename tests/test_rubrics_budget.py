@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from rubriclab._params_schema import Params
 from rubriclab.errors import ConfigError
 from rubriclab.rubrics import RULES, BudgetLimits, Criterion, RubricSet, budget_report, check_budget, within_budget
 
@@ -151,15 +152,16 @@ def test_each_rule_id_is_reachable():
         assert rule in rules(text), rule
 
 
-def test_limits_from_mapping():
-    lim = BudgetLimits.from_mapping({"max_words": 10})
-    assert lim.max_words == 10 and lim.max_numbered_items == 3
+def test_limits_are_repair_budget_with_the_schemas_defaults_and_errors():
+    lim = Params.of({"repair": {"budget": {"max_words": 10}}}).repair.budget
+    assert lim.max_words == 10 and lim.max_numbered_items == 3 and BudgetLimits().max_words == 150  # the paper's
     assert rules("one two three four five six seven eight nine ten eleven", lim) == ["total_words"]
     assert rules("one two three four five six seven eight nine ten", lim) == []
-    with pytest.raises(ConfigError, match="unknown budget key 'max_wordz'"):
-        BudgetLimits.from_mapping({"max_wordz": 3})
-    with pytest.raises(ConfigError, match="nested_conditional_scope"):
-        BudgetLimits(nested_conditional_scope="everywhere")
+    with pytest.raises(ConfigError, match=r"^params\.yaml: repair\.budget\.max_wordz: unknown key; expected one of "):
+        Params.of({"repair": {"budget": {"max_wordz": 3}}})
+    with pytest.raises(ConfigError, match=r"repair\.budget\.nested_conditional_scope: got 'everywhere'; expected "
+                                          r"one of first_paragraph, all"):
+        Params.of({"repair": {"budget": {"nested_conditional_scope": "everywhere"}}})
 
 
 def test_violation_str_and_report():

@@ -394,7 +394,7 @@ class Packet(Section):
 
 
 class Budget(Section):
-    """``repair.budget``: rubriclab.rubrics.BudgetLimits; {} = the paper's."""
+    """``repair.budget`` (rubriclab.rubrics.BudgetLimits is this model); {} = the paper's."""
 
     max_words: NonNegInt = knob(150, "words per criterion")
     max_first_paragraph_words: NonNegInt = knob(60, "words of the first paragraph")

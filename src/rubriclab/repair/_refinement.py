@@ -26,7 +26,7 @@ from rubriclab.repair._evaluate import evaluate_criterion, evaluate_set
 from rubriclab.repair._operators import operator_subsets
 from rubriclab.repair._packets import failure_packets, plan_subsets
 from rubriclab.repair._refine import propose
-from rubriclab.rubrics import BudgetLimits, RubricSet
+from rubriclab.rubrics import RubricSet
 
 
 def parse_delta(value: Any) -> float:
@@ -64,10 +64,6 @@ class RepairSettings:
     @property
     def tau(self) -> float:
         return float(self.audit.tau)
-
-    @property
-    def limits(self) -> BudgetLimits:
-        return BudgetLimits(**self.repair.budget.model_dump())
 
     @property
     def attack_bounds(self) -> dict[str, float] | None:
@@ -121,7 +117,7 @@ def search(rubric: RubricSet, *, pool: list[Pair], dev: list[Pair], ctx: AuditCo
                                 "VFR_dev = 0: no verified false accept on dev, so no candidate can lower it")
             continue
         plan = plan_subsets(packets[cid], subsets)[:n_candidates]
-        proposed = propose(ctx.gateway, c, packets[cid], plan, refiner, limits=settings.limits,
+        proposed = propose(ctx.gateway, c, packets[cid], plan, refiner, limits=settings.repair.budget,
                            templates_dir=ctx.templates_dir)
         entry["rows"], entry["rejected"] = proposed["rows"], dict(proposed["rejected"])
         for cand in proposed["candidates"]:

@@ -25,11 +25,9 @@ Heuristics, all on the criterion's description (the title is a label and is not 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
-from rubriclab._params_schema import NESTED_CONDITIONAL_SCOPES, Budget
-from rubriclab.errors import ConfigError
+from rubriclab._params_schema import Budget
 from rubriclab.rubrics._records import Criterion, RubricSet
 
 RULES = (
@@ -45,39 +43,9 @@ RULES = (
 )
 
 
-_B = Budget()  # repair.budget's defaults (rubriclab._params_schema.Budget): the paper's
-
-
-@dataclass(frozen=True)
-class BudgetLimits:
-    """Limits of the structural budget; defaults are the paper's."""
-
-    max_words: int = _B.max_words
-    max_first_paragraph_words: int = _B.max_first_paragraph_words
-    allow_nested_conditionals: bool = _B.allow_nested_conditionals
-    nested_conditional_scope: str = _B.nested_conditional_scope
-    max_anti_gaming_clauses: int = _B.max_anti_gaming_clauses
-    max_anti_gaming_clause_words: int = _B.max_anti_gaming_clause_words
-    max_applicability_gates: int = _B.max_applicability_gates
-    max_numbered_items: int = _B.max_numbered_items
-    allow_nested_items: bool = _B.allow_nested_items
-    require_prompt_agnostic: bool = _B.require_prompt_agnostic
-
-    def __post_init__(self) -> None:
-        if self.nested_conditional_scope not in NESTED_CONDITIONAL_SCOPES:
-            raise ConfigError(
-                f"budget nested_conditional_scope is {self.nested_conditional_scope!r}; expected 'first_paragraph' or 'all'"
-            )
-
-    @classmethod
-    def from_mapping(cls, params: Mapping[str, object] | None) -> BudgetLimits:
-        """Limits from a params mapping; unknown keys are a ConfigError."""
-        params = dict(params or {})
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise ConfigError(f"unknown budget key {unknown[0]!r}; expected one of {', '.join(sorted(known))}")
-        return cls(**params)
+# The limits are ``repair.budget``: its fields, defaults (the paper's) and ranges are rubriclab._params_schema.Budget,
+# read here as they are (``Params.of(params).repair.budget``, or ``BudgetLimits(max_words=100)`` in code).
+BudgetLimits = Budget
 
 
 @dataclass(frozen=True)
