@@ -7,19 +7,19 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from rubriclab._params_schema import Data
 from rubriclab.errors import ConfigError
 
 
 def load_recorded(source: str, project: Path, fmt: str | None = None, *, sources: Mapping[str, Any] | None = None,
-                  llm: Any = None, data_seed: int | None = None):
+                  llm: Any = None, data_seed: int = Data().seed):
     """Read ``source`` with ``rubriclab.recorded.read_source``: a name in ``sources`` (params.yaml's typed
     ``recorded.sources``), ``shipped:<set>``, or a path with its ``fmt``. ``llm`` (the typed ``llm`` section) and
-    ``data_seed`` are read by a ``format: store`` source only (None: the schema's defaults)."""
-    from rubriclab._params_schema import Data
+    ``data_seed`` are read by a ``format: store`` source only (``llm`` None: the schema's defaults)."""
     from rubriclab.recorded import SHIPPED_FORMATS, read_source
 
     sources = sources or {}
-    store = {"llm": llm, "data_seed": Data().seed if data_seed is None else data_seed}  # what format store reads
+    store = {"llm": llm, "data_seed": data_seed}  # what format store reads
     if source in sources and fmt is None:
         return read_source(sources[source], project, source, **store)
     if source.startswith("shipped:"):

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rubriclab._params_schema import DRIFT_METHODS, Data, Drift, Params
+from rubriclab._params_schema import DRIFT_METHODS, Data, Drift, Params, as_section
 from rubriclab.data import Pair, stable_hash
 from rubriclab.drift._refine import check_candidate
 from rubriclab.errors import InputError
@@ -37,7 +37,7 @@ class DriftSettings:
     @classmethod
     def of(cls, drift: Drift | Mapping[str, Any] | None = None, seed: int = Data().seed) -> DriftSettings:
         """The ``drift`` section, typed or a mapping validated as params.yaml's (``{"search": {"rounds": 2}}``)."""
-        return cls(drift if isinstance(drift, Drift) else Params.of({"drift": dict(drift or {})}).drift, int(seed))
+        return cls(as_section("drift", drift), int(seed))
 
     def with_search(self, **point: Any) -> DriftSettings:
         """A study grid point: ``drift.search`` fields changed, validated as params.yaml's."""
@@ -133,9 +133,9 @@ class Judging:
 
     def scores(self, rows: pd.DataFrame) -> dict[str, dict[str, Any]]:
         """Agreement per domain (bench, target) of one rubric's rows."""
-        d_, seed = self.settings.drift, self.settings.seed
-        return {d: agreement(rows[rows["domain"] == d], tie_credit=d_.tie_credit, n_boot=d_.n_boot,
-                             confidence=d_.confidence, seed=seed) for d in DOMAINS}
+        cfg, seed = self.settings.drift, self.settings.seed
+        return {d: agreement(rows[rows["domain"] == d], tie_credit=cfg.tie_credit, n_boot=cfg.n_boot,
+                             confidence=cfg.confidence, seed=seed) for d in DOMAINS}
 
 
 @dataclass

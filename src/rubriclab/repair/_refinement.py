@@ -56,7 +56,7 @@ class RepairSettings:
     audit: Audit = field(default_factory=Audit)
 
     @classmethod
-    def of(cls, repair: Repair | dict[str, Any] | None = None, audit: Audit | dict[str, Any] | None = None,
+    def of(cls, repair: Repair | dict[str, Any] | None = None, audit: Audit | dict[str, Any] | None = None
            ) -> RepairSettings:
         """The two sections, typed or mappings validated as params.yaml's."""
         return cls(as_section("repair", repair), as_section("audit", audit))
