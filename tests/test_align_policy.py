@@ -14,6 +14,7 @@ import pytest
 from rubriclab.align import DPOSettings, checkpoint_from_gguf, load_policy, policy_source, require_align, train_dpo
 from rubriclab.errors import ConfigError, MissingDependencyError
 from rubriclab.llm import locate_model_file
+from rubriclab.testing import shared_policy_checkpoint
 
 
 def test_model_strings(tmp_path):
@@ -34,7 +35,8 @@ def test_missing_align_extra_names_the_install_command(monkeypatch):
 
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory):
-    return policy_source("local/smollm2-135m", tmp_path_factory.mktemp("models"))
+    # policy_source("local/smollm2-135m", <session folder>), run once per session: the README block reuses it
+    return str(shared_policy_checkpoint(tmp_path_factory))
 
 
 def test_embedded_gguf_becomes_a_plain_checkpoint(embedded):
@@ -56,10 +58,15 @@ def test_conversion_runs_once(embedded, monkeypatch):
     assert checkpoint_from_gguf(gguf, Path(embedded)) == Path(embedded)
 
 
-def test_a_killed_conversion_leaves_no_checkpoint(tmp_path, monkeypatch):
+def test_a_killed_conversion_leaves_no_checkpoint(embedded, tmp_path, monkeypatch):
     import transformers
 
     real = transformers.PreTrainedModel.save_pretrained
+    # the weights come from the session's converted checkpoint (the GGUF's dequantization takes ~20 s; what is under
+    # test is the write that follows it)
+    load = transformers.AutoModelForCausalLM.from_pretrained
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
+                        lambda *a, **k: load(embedded, dtype=k.get("dtype")))
 
     def die(self, folder, *a, **k):
         Path(folder).mkdir(parents=True)

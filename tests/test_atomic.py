@@ -138,7 +138,7 @@ def test_save_figure_infers_png_and_parquet_reads_back(tmp_path: Path) -> None:
 
 # --- (b) SIGKILL at random moments: the destination is absent or a complete version --------------------------
 
-ROWS = 1_200_000  # about 30 MB of CSV
+ROWS = 400_000  # about 10 MB of CSV, ~0.6 s a write here: the child writes back to back, so a kill lands inside one
 FRAME = f"""
 import numpy as np, pandas as pd
 def frame(version):

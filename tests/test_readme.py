@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rubriclab.testing import FakeOpenAIServer
+from rubriclab.testing import FakeOpenAIServer, shared_policy_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 VENV_BIN = ROOT / ".venv" / "bin"  # where scripts/install.sh puts the tools the README calls
@@ -166,6 +166,20 @@ def _shrink_params(path: Path) -> None:
     path.write_text(yaml.safe_dump(params, sort_keys=False))
 
 
+def _seed_policy_checkpoint(project: Path, tmp_path_factory) -> Path:
+    """The embedded policy's plain checkpoint in the copy's git-ignored cache (``.rubriclab/models/<name>``, where the
+    align stage looks), hard-linked from the session's one conversion (``shared_policy_checkpoint``, ~23 s on 2
+    cores): a project whose demo ran before has it too. The conversion itself is tested in tests/test_align_policy.py
+    with the same function the stage calls."""
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    model = params["llm"]["roles"]["policy"]["model"]
+    assert model.startswith("local/"), f"the README block's policy is {model!r}; update _seed_policy_checkpoint"
+    shared = shared_policy_checkpoint(tmp_path_factory, model)
+    dest = project / ".rubriclab" / "models" / model.split("/", 1)[1]
+    shutil.copytree(shared, dest, copy_function=os.link)
+    return dest
+
+
 def _git(cwd: Path, *args: str) -> None:
     subprocess.run(["git", "-c", "user.name=readme-test", "-c", "user.email=readme-test@localhost",
                     "-c", "commit.gpgsign=false", *args], cwd=cwd, check=True, capture_output=True)
@@ -173,13 +187,14 @@ def _git(cwd: Path, *args: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(840)
-def test_real_models_block_runs_verbatim_from_a_shell_without_the_venv(tmp_path):
+def test_real_models_block_runs_verbatim_from_a_shell_without_the_venv(tmp_path, tmp_path_factory):
     _require_venv()
     block = real_models_block()
     project = tmp_path / "project"
     _copy_project(project)
     assert (project / ".dvc" / "config").is_file() and (project / "scripts" / "stage").is_file()
     _shrink_params(project / "params.yaml")
+    policy = _seed_policy_checkpoint(project, tmp_path_factory)
     # The copy uses the project's installed venv, as a checkout where `make install` ran would.
     (project / ".venv").symlink_to(ROOT / ".venv")
     _git(project, "init", "-q", "-b", "main")
@@ -222,6 +237,9 @@ def test_real_models_block_runs_verbatim_from_a_shell_without_the_venv(tmp_path)
     assert params["llm"]["roles"]["extractor"]["model"] == "deepseek/deepseek-chat"  # the --set-param took effect
     card = (project / f"outputs/audit/{dataset}/card.md").read_text()
     assert "deepseek/deepseek-chat" in card, "the audit card should name the judge models it used"
+
+    # the align stage took the seeded checkpoint as it was (a new conversion would have replaced the folder)
+    assert (policy / "config.json").stat().st_nlink >= 2, "the align stage converted the policy again"
 
     with sqlite3.connect(project / ".rubriclab" / "calls.sqlite") as db:
         rows = db.execute("SELECT model, status, COALESCE(retries, 0), COALESCE(error, '') FROM calls").fetchall()

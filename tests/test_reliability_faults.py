@@ -27,7 +27,7 @@ from rubriclab.testing import (
     snapshot_outputs,
 )
 
-TIMEOUT_S = 3.0  # every role's timeout: a "hang" fault costs this much, a healthy local reply far less
+TIMEOUT_S = 1.5  # every role's timeout: a "hang" fault costs this much; a healthy reply from the local fake server takes milliseconds
 PLAN = FaultPlan(rate=0.3, kinds=FAULT_KINDS, seed=5, retry_after=0.05, hang_seconds=2 * TIMEOUT_S)
 
 

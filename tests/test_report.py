@@ -176,9 +176,15 @@ def test_rubriclab_ui_serves_the_project_store_offline_on_the_runs_table(tmp_pat
     argv = seen["argv"]
     assert argv[1:4] == ["-m", "mlflow", "ui"] and argv[argv.index("--backend-store-uri") + 1] == tracking_uri(tmp_path)
     assert argv[argv.index("--port") + 1] == "5999"
+    assert argv[argv.index("--workers") + 1] == "1"  # one uvicorn worker for a local UI, not mlflow's 4
     assert seen["env"]["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
     out = capsys.readouterr().out
     assert re.search(r"http://127\.0\.0\.1:5999/#/experiments/\d+/runs\?workflowType=machine_learning", out)
+    assert main(["ui", "--port", "5999", "--workers", "3"]) == 0
+    assert seen["argv"][seen["argv"].index("--workers") + 1] == "3"
+    with pytest.raises(SystemExit) as exc:
+        main(["ui", "--workers", "0"])
+    assert exc.value.code == 2 and "'0': expected a whole number >= 1" in capsys.readouterr().err
 
 
 # -- the "Recorded judges" section -----------------------------------------------------------------------------------

@@ -50,8 +50,8 @@ DRIVER = textwrap.dedent('''
     stub, pidfile, port = sys.argv[1], sys.argv[2], sys.argv[3]
     real = ui.ui_command
 
-    def ui_command(project, experiment, host="127.0.0.1", port=5000):
-        cmd = real(project, experiment, host=host, port=port)
+    def ui_command(project, experiment, host="127.0.0.1", port=5000, workers=1):
+        cmd = real(project, experiment, host=host, port=port, workers=workers)
         return {**cmd, "argv": [sys.executable, stub, pidfile, str(port)]}
 
     ui.ui_command = ui_command

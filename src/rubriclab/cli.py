@@ -191,8 +191,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from rubriclab import ui
 
     params, project = _load(args)
-    cmd = ui.ui_command(project, params.tracking.experiment, host=args.host,
-                        port=args.port)
+    cmd = ui.ui_command(project, params.tracking.experiment, host=args.host, port=args.port, workers=args.workers)
     if cmd["experiment_id"] is None:
         print("rubriclab ui: no stage has logged a run yet; the UI opens empty (run `dvc repro` first)",
               file=sys.stderr)
@@ -319,6 +318,16 @@ def cmd_params(args: argparse.Namespace) -> int:
     print(json.dumps(effective, indent=2, default=str) if args.json
           else yaml.safe_dump(effective, sort_keys=False, allow_unicode=True), end="")
     return 0
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -506,6 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5000)
+    p.add_argument("--workers", type=_at_least_one, default=1,
+                   help="uvicorn worker processes (default 1, a local UI; mlflow's own default 4 is for a shared server)")
     p.set_defaults(func=cmd_ui)
 
     p = sub.add_parser("recorded", help="audit recorded verdicts of real judges without a model call (published "

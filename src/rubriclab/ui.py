@@ -42,11 +42,18 @@ def prepare_experiment(uri: str, experiment: str) -> str | None:
     return exp.experiment_id
 
 
-def ui_command(project: Path, experiment: str, host: str = "127.0.0.1", port: int = 5000) -> dict[str, Any]:
-    """The ``mlflow ui`` command line, its environment and the address to open."""
+def ui_command(project: Path, experiment: str, host: str = "127.0.0.1", port: int = 5000,
+               workers: int = 1) -> dict[str, Any]:
+    """The ``mlflow ui`` command line, its environment and the address to open.
+
+    ``workers``: uvicorn worker processes. One by default: mlflow's 4 are for a shared server, and on a 2-core
+    machine each imports the whole server (up 18 s with 4, 11 s with 1, the page as fast: benchmarks/README.md)."""
+    if int(workers) < 1:
+        raise ValueError(f"rubriclab ui: --workers {workers}: expected a whole number >= 1")
     uri = tracking_uri(project)
     exp_id = prepare_experiment(uri, experiment)
-    argv = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port)]
+    argv = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port),
+            "--workers", str(int(workers))]
     if uri.startswith("sqlite:"):
         argv += ["--default-artifact-root", (project.resolve() / "mlartifacts").as_uri()]
     # MLflow 3.17 keeps a per-browser "workflow type" (GenAI by default, whatever the experiment's kind): the
@@ -107,14 +114,15 @@ def serve(argv: list[str], env: dict[str, str] | None = None, *, grace: float = 
         if proc.poll() is None:  # this process is failing (an exception): take the server with it
             _signal_group(proc.pid, signal.SIGKILL)
             proc.wait()
-        _stop_group(proc.pid, grace=min(grace, 5.0))
+        stop_group(proc.pid, grace=min(grace, 5.0))
     if received:
         return 0 if received[0] == signal.SIGINT else 128 + received[0]
     return code
 
 
-def _stop_group(pgid: int, grace: float) -> None:
-    """Whatever of group ``pgid`` outlived its leader: SIGTERM, then SIGKILL after ``grace`` seconds."""
+def stop_group(pgid: int, grace: float) -> None:
+    """Stop process group ``pgid`` (a server started with ``start_new_session``, its workers included): SIGTERM,
+    then SIGKILL after ``grace`` seconds to whatever is still running."""
     if not _signal_group(pgid, signal.SIGTERM):
         return
     deadline = time.monotonic() + grace

@@ -49,7 +49,7 @@ from rubriclab.testing._reliability import (
 )
 from rubriclab.testing._repair_world import repair_world, world_pairs
 from rubriclab.testing._scripted import ScriptedProvider, last_user_text, scripted_model, scripted_provider
-from rubriclab.testing._session import session_dir
+from rubriclab.testing._session import session_dir, shared_policy_checkpoint
 from rubriclab.testing._store_trace import count_write_transactions
 from rubriclab.testing._tiny_policy import tiny_policy
 
@@ -58,7 +58,7 @@ __all__ = [
     "BENCH_HURT_SENTENCE", "BIAS_SENTENCE", "NEUTRAL_SENTENCES", "drift_pairs", "drift_world", "gate_rows",
     "ALL_FAULT_KINDS", "CONTENT_FAULT_KINDS", "FAULT_KINDS", "FakeOpenAIServer", "FaultPlan", "PostgresNotFoundError", "ScriptedProvider", "default_responder",
     "fake_embedding", "find_postgres_bindir", "last_user_text", "postgres_server", "repair_world", "request_key", "scripted_model",
-    "scripted_provider", "session_dir", "count_write_transactions", "new_database", "tiny_policy", "world_pairs",
+    "scripted_provider", "session_dir", "shared_policy_checkpoint", "count_write_transactions", "new_database", "tiny_policy", "world_pairs",
     "injection_obeying_judge", "naive_read",
     "VOLATILE_KEYS", "KillOutcome", "KillRecord", "SignatureMap", "clean_reference", "drop_volatile", "finished_chat_signatures",
     "incomplete_files", "kill_repro", "kill_sequence", "ledger_totals", "mlflow_run_statuses", "reliability_figures", "reliability_params",

@@ -70,7 +70,7 @@ def wait_for_text(driver: Any, text: str, timeout: float = 60.0) -> str:
 @contextmanager
 def mlflow_ui(project: Path, experiment: str = "rubriclab", timeout: float = 120.0) -> Iterator[dict[str, Any]]:
     """``rubriclab ui``'s server (the same command line and environment) on a free port, until the block ends."""
-    from rubriclab.ui import free_port, ui_command
+    from rubriclab.ui import free_port, stop_group, ui_command
 
     cmd = ui_command(Path(project), experiment, port=free_port())
     log_path = Path(project) / ".rubriclab" / "mlflow-ui.log"  # git-ignored, beside the call store
@@ -95,9 +95,7 @@ def mlflow_ui(project: Path, experiment: str = "rubriclab", timeout: float = 120
             time.sleep(0.5)
         yield {**cmd, "base": base}
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        # the whole group, as `rubriclab ui` does: a SIGTERM to `mlflow ui` alone waited ~10 s for its uvicorn child
+        stop_group(proc.pid, grace=20.0)
+        proc.wait()
         log.close()

@@ -16,3 +16,19 @@ def session_dir(tmp_path_factory: Any, name: str) -> Path:
     if os.environ.get("PYTEST_XDIST_WORKER") and base.name.startswith("popen-"):
         base = base.parent
     return base / name
+
+
+def shared_policy_checkpoint(tmp_path_factory: Any, model: str = "local/smollm2-135m") -> Path:
+    """The plain checkpoint of an embedded policy model, made by :func:`rubriclab.align.policy_source` (the function
+    the align stage calls) once per pytest session in :func:`session_dir` ``/policy_models``: dequantizing the GGUF
+    takes ~23 s on 2 cores, and the tests that need the checkpoint (the conversion's own tests, the README block's
+    align stage) share it. A lock makes the other workers wait for the one converting."""
+    import fcntl
+
+    from rubriclab.align import policy_source
+
+    folder = session_dir(tmp_path_factory, "policy_models")
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with open(folder.parent / ".policy_models.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when this process dies
+        return Path(policy_source(model, folder))
