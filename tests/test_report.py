@@ -97,6 +97,20 @@ def test_the_page_is_the_same_bytes_on_a_later_build_with_new_runs(report, tmp_p
     assert second["commit"] == "0123456789ab" and "99" in second["html"]["ledger"]
 
 
+def test_the_page_is_the_same_bytes_after_an_earlier_report_run(report, tmp_path):
+    """The report logs a run of its own after building; a fresh clone's first build has none, every later build
+    one: the page must not list it (a fresh clone's `dvc repro` wrote other bytes than a second one, and dvc.lock
+    changed)."""
+    res, html, _ = report
+    project = res["path"].parents[2]
+    with stage_run("report", "report", {}, project, tags={"sections": "audit-ds, ledger"}):
+        pass
+    again = build_report(project, tmp_path / "again", tracking_uri=tracking_uri(project), experiment="rubriclab",
+                         ledger_rows=LEDGER, store="calls.sqlite", ui_url="http://ui:9")
+    assert again["path"].read_text() == html
+    assert "report" in _build(again)["runs"]  # build.js (not hashed) still links it
+
+
 def test_a_section_links_the_run_its_outputs_name_not_a_newer_run_of_that_name(report, tmp_path):
     from mlflow import MlflowClient
 

@@ -43,7 +43,10 @@ def build_report(project: Path, out_dir: Path, *, tracking_uri: str, experiment:
             build["html"]["ledger"] = render_blocks(s["blocks"])
             s["blocks"] = [("html", '<div data-build-html="ledger"><p class="run">The call ledger is in '
                                     "<code>build.js</code> beside this page, written at each build.</p></div>")]
-    model_rows = [{"run_name": name, "models": _models(r["tags"])} for name, r in sorted(runs.items())]
+    # the stages behind the outputs; not the report's own run, which a fresh clone's first build has not logged yet
+    # and every later build has (the page, which DVC hashes, would differ between them)
+    model_rows = [{"run_name": name, "models": _models(r["tags"])} for name, r in sorted(runs.items())
+                  if r["tags"].get("stage") != "report"]
     build["runs"].update({name: _run_fact(ui_url, r) for name, r in runs.items()})
     # stages whose numbers came from the embedded chat model (embedding-only use of MiniLM is not flagged)
     embedded = sorted(name for name, r in runs.items()
