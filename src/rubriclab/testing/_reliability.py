@@ -448,13 +448,12 @@ def clean_reference(workdir: str | Path, **project: Any) -> dict[str, Any]:
     tests of one session that compare against it share one run: in a folder every xdist worker sees
     (:func:`rubriclab.testing.session_dir`), the workers share it too; a lock beside ``workdir`` makes the others
     wait for the one that runs it."""
-    import fcntl
     import shutil
 
+    from rubriclab.testing._session import folder_lock
+
     workdir = Path(workdir)
-    workdir.parent.mkdir(parents=True, exist_ok=True)
-    with open(workdir.parent / f".{workdir.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when this process dies
+    with folder_lock(workdir):
         done = workdir / "reference.json"
         if done.exists():
             return json.loads(done.read_text(encoding="utf-8"))
