@@ -31,12 +31,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 
 def quantized(src: str, name: str, folder: Path) -> str:
-    """``src`` re-quantized to ``name`` (q8_0, q4_0) by llama.cpp, written into ``folder``."""
+    """``src`` re-quantized to ``name`` (q8_0, q4_0, f16) by llama.cpp, written into ``folder``."""
     import llama_cpp
 
     out = folder / f"smollm2-{name}.gguf"
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0}[name]
+    params.ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0,
+                    "f16": llama_cpp.LLAMA_FTYPE_MOSTLY_F16}[name]
     params.allow_requantize = True
     if llama_cpp.llama_model_quantize(src.encode(), str(out).encode(), params) != 0:
         raise SystemExit(f"llama_model_quantize to {name} failed")
@@ -84,7 +85,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", default=".rubriclab/calls.sqlite", help="a call store of a finished run")
     ap.add_argument("--n", type=int, default=80, help="requests replayed on every arm")
-    ap.add_argument("--arms", default="q4_1,q8_0,q4_0", help="q4_1 (shipped, always run), q8_0, q4_0")
+    ap.add_argument("--arms", default="q4_1,q8_0,q4_0", help="q4_1 (shipped, always run), q8_0, q4_0, f16")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
@@ -94,8 +95,8 @@ def main() -> int:
 
     shipped = str(locate_model_file(*CHAT_MODELS["smollm2-135m"]))
     arms = ["q4_1", *dict.fromkeys(a.strip() for a in args.arms.split(",") if a.strip() not in ("", "q4_1"))]
-    if set(arms) - {"q4_1", "q8_0", "q4_0"}:
-        ap.error(f"--arms {args.arms!r}; expected names from q4_1, q8_0, q4_0")
+    if set(arms) - {"q4_1", "q8_0", "q4_0", "f16"}:
+        ap.error(f"--arms {args.arms!r}; expected names from q4_1, q8_0, q4_0, f16")
     reqs = requests(args.store, args.n, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
         paths = {a: shipped if a == "q4_1" else quantized(shipped, a, Path(tmp)) for a in arms}

@@ -25,13 +25,18 @@ KNOWN_ISA = PORTABLE_ISA | frozenset({
 REBUILD_HINT = "rebuild the engine: rm -f .venv/.rubriclab-engine && bash scripts/install.sh"
 SMOKE_TIMEOUT_S = 300
 
-# The child: load the GGUF and generate one token, nothing else imported (a fault must be the engine's).
+# The child: load the GGUF and generate one token, nothing else imported (a fault must be the engine's). With "-"
+# for the path it first makes the embedded model's F16 copy (llama.cpp's own conversion code, which may fault too).
 _SMOKE_CHILD = """
 import sys
 import llama_cpp
 from llama_cpp import Llama
 print("SYSTEM_INFO " + llama_cpp.llama_print_system_info().decode("utf-8", "replace"), flush=True)
-llm = Llama(model_path=sys.argv[1], n_ctx=256, n_threads=2, verbose=False, seed=0)
+path = sys.argv[1]
+if path == "-":
+    from rubriclab.llm._weights import chat_weights
+    path = str(chat_weights("smollm2-135m"))
+llm = Llama(model_path=path, n_ctx=256, n_threads=2, verbose=False, seed=0)
 out = llm.create_completion("The capital of France is", max_tokens=1, temperature=0.0)
 print(repr(out["choices"][0]["text"]))
 """
@@ -105,12 +110,11 @@ def signal_name(returncode: int) -> str:
 
 def smoke_check(model_path: str | Path | None = None, python: str | None = None,
                 timeout_s: float = SMOKE_TIMEOUT_S, child_code: str = _SMOKE_CHILD) -> SmokeResult:
-    """Generate one token from the embedded model in a child process; a death by signal is reported in one line
-    naming the signal, the instruction sets the library was built with, and how to rebuild."""
+    """Generate one token from the embedded model (default: its F16 run weights, made in the child) in a child
+    process; a death by signal is reported in one line naming the signal, the instruction sets the library was
+    built with, and how to rebuild."""
     if model_path is None:
-        from rubriclab.llm._local import CHAT_MODELS, locate_model_file
-
-        model_path = locate_model_file(*CHAT_MODELS["smollm2-135m"])
+        model_path = "-"
     env = dict(os.environ, PYTHONFAULTHANDLER="1")
     try:
         proc = subprocess.run([python or sys.executable, "-c", child_code, str(model_path)], capture_output=True,
