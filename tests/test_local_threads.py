@@ -32,6 +32,8 @@ def test_the_chat_model_is_loaded_with_that_many_threads(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=Llama))
     monkeypatch.setattr("rubriclab.llm._local.guard_prefix_reuse", lambda llm: llm)
+    monkeypatch.setattr("rubriclab.llm._local.grammar_last", lambda llm: llm)
+    monkeypatch.setattr("rubriclab.llm._local.chat_weights", lambda name: f"/weights/{name}.f16.gguf")
     monkeypatch.setenv("RUBRICLAB_THREADS", "3")
     provider = LocalProvider()
     try:
@@ -39,3 +41,4 @@ def test_the_chat_model_is_loaded_with_that_many_threads(monkeypatch):
     finally:
         provider.close()
     assert seen["n_threads"] == 3
+    assert seen["model_path"] == "/weights/smollm2-135m.f16.gguf"  # the F16 copy, not the shipped file

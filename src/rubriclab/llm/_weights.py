@@ -77,17 +77,18 @@ def run_weights(gguf: Path, recorded_hash: str | None = None, folder: Path | Non
         return out
     try:
         folder.mkdir(parents=True, exist_ok=True)
-        lock = open(folder / f".{out.name}.lock", "w")
+        lock = os.open(folder / f".{out.name}.lock", os.O_CREAT | os.O_RDWR, 0o644)  # a lock, never written
     except OSError as exc:
         raise ModelCallError(f"cannot write the embedded model's {RUN_FORMAT} weights under {folder} ({exc}); set "
                              f"${CACHE_ENV} to a writable folder") from None
-    with lock:
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if out.exists():
-            return out
-        tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
-        _convert(gguf, tmp)
-        os.replace(tmp, out)
+        if not out.exists():
+            tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
+            _convert(gguf, tmp)
+            os.replace(tmp, out)
+    finally:
+        os.close(lock)  # releases the lock
     return out
 
 
