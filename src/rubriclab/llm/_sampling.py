@@ -68,22 +68,18 @@ class GrammarLastSampler:
         return math.isfinite(self._one[0].logit)
 
     def sample(self, ctx: Any, idx: int = -1) -> int:
+        import llama_cpp
+
         token = self._pick(self._chain, self._candidates(ctx, idx))
         self.sampled += 1
         if not self.allows(token):
             self.rejected += 1
-            arr = self._candidates(ctx, idx)
-            import llama_cpp
-
+            arr = self._candidates(ctx, idx)  # afresh: the chain sorted and cut the first array in place
             llama_cpp.llama_sampler_apply(self._grammar.sampler, ctypes.byref(arr))
             token = self._pick(self._chain, arr)
         self._grammar.accept(token)
         self._chain.accept(token)
         return token
-
-    def close(self) -> None:
-        self._grammar.close()
-        self._chain.close()
 
 
 def grammar_last(llm: Any) -> Any:

