@@ -3,18 +3,13 @@ parsers, prompt templates, the embedded local provider and judge panels."""
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rubriclab._params_schema import Llm, Params, section_of
 from rubriclab.llm._answers import KINDS, answer_format, parse_exploit, parse_verdict_line, register_answer_kind
-from rubriclab.llm._budget import BudgetExceededError, SpendBudget
-from rubriclab.llm._draws import distinct_draws, draw_identity
-from rubriclab.llm._embed import embed_texts
-from rubriclab.llm._failures import DEFAULT_MAX_FAILURE_SHARE, CallTally, RoleTally, TalliedGateway, check_calls
-from rubriclab.llm._gateway import CallRequest, CallResult, Gateway
-from rubriclab.llm._local import LocalProvider, local_provider, locate_model_file
 from rubriclab.llm._parsers import (
     extract_json,
     json_parser,
@@ -24,7 +19,6 @@ from rubriclab.llm._parsers import (
     parse_yes_no,
     score_parser,
 )
-from rubriclab.llm._providers import register_provider, registered_providers
 from rubriclab.llm._roles import ROLES, RoleSpec, panel, role_from_dict, roles_from_params
 from rubriclab.llm._scoring import yes_no_gap
 from rubriclab.llm._store import CallRecord, CallStore, SQLiteCallStore, call_key, open_store
@@ -46,6 +40,44 @@ from rubriclab.llm._templates import (
     undelimited_placeholders,
     warn_undelimited,
 )
+from rubriclab.llm._weights import locate_model_file
+
+# Names from the modules that import litellm (~3-4 s of a process's start: litellm and the openai SDK's types), loaded
+# on first use, so what reads the call store, templates or parsers (the report and recorded-verdicts stages,
+# `rubriclab calls`) starts without it. `from rubriclab.llm import Gateway` works as before.
+_LAZY = {
+    "BudgetExceededError": "_budget", "SpendBudget": "_budget",
+    "distinct_draws": "_draws", "draw_identity": "_draws",
+    "embed_texts": "_embed",
+    "DEFAULT_MAX_FAILURE_SHARE": "_failures", "CallTally": "_failures", "RoleTally": "_failures",
+    "TalliedGateway": "_failures", "check_calls": "_failures",
+    "CallRequest": "_gateway", "CallResult": "_gateway", "Gateway": "_gateway",
+    "LocalProvider": "_local", "local_provider": "_local",
+    "register_provider": "_providers", "registered_providers": "_providers",
+}
+
+if TYPE_CHECKING:
+    from rubriclab.llm._budget import BudgetExceededError, SpendBudget
+    from rubriclab.llm._draws import distinct_draws, draw_identity
+    from rubriclab.llm._embed import embed_texts
+    from rubriclab.llm._failures import DEFAULT_MAX_FAILURE_SHARE, CallTally, RoleTally, TalliedGateway, check_calls
+    from rubriclab.llm._gateway import CallRequest, CallResult, Gateway
+    from rubriclab.llm._local import LocalProvider, local_provider
+    from rubriclab.llm._providers import register_provider, registered_providers
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value  # the next lookup is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 DEFAULT_STORE = Llm().store  # rubriclab._params_schema.Llm: its one definition
 
@@ -62,6 +94,8 @@ def store_location(llm: Llm | Params | Mapping[str, Any], project_dir: Path) -> 
 def prepare_roles(roles: dict[str, RoleSpec | list[RoleSpec]]) -> None:
     """Register in-process providers that the configured roles need (``local/...``)."""
     if any(m.model.startswith("local/") for r in roles.values() for m in panel(r)):
+        from rubriclab.llm._local import local_provider
+
         local_provider()
 
 
@@ -70,6 +104,9 @@ def gateway_from_params(llm: Llm | Params | Mapping[str, Any], stage: str, proje
     """A gateway on the project's call store, with providers for the configured roles registered. It tallies its
     results per role, so the stage ends with ``check_calls(gateway)`` (failed calls → non-zero exit). ``llm``: the
     typed ``llm`` section (a Params or a params mapping is read through the schema)."""
+    from rubriclab.llm._budget import SpendBudget
+    from rubriclab.llm._failures import TalliedGateway
+
     llm = section_of(llm, "llm")
     prepare_roles(roles_from_params(llm))
     budget = llm.budget.model_dump() if llm.budget is not None else None

@@ -1,0 +1,55 @@
+"""Process start-up of the stages and CLI verbs that make no model call, with and without litellm imported.
+
+`rubriclab.llm` loads its litellm-backed names (Gateway, CallRequest, embed_texts, ...) on first use, so the report
+and recorded-verdicts stages and `rubriclab calls` start without litellm and the openai SDK's types. Both arms run
+in one process tree, alternating per repeat (this machine's speed drifts): ``lazy`` imports the module as the stage
+does; ``eager`` imports litellm first, as importing `rubriclab.llm` did before (issue 25). Each number is a fresh interpreter's wall time
+for ``import <module>`` (median of ``--repeats``).
+
+    python benchmarks/stage_startup.py [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+# the two stages, and what `rubriclab calls` imports (rubriclab.cli itself imports nothing heavy until a verb runs)
+MODULES = ("rubriclab.stages.report", "rubriclab.stages.recorded", "rubriclab.llm")
+CHECK = "import sys; assert ('litellm' in sys.modules) == {eager}, 'litellm imported: ' + str('litellm' in sys.modules)"
+
+
+def wall(module: str, eager: bool) -> float:
+    code = ("import litellm\n" if eager else "") + f"import {module}\n" + CHECK.format(eager=eager)
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return time.perf_counter() - t
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    wall("rubriclab", False)  # warm the page cache and .pyc files for both arms
+    wall("litellm", True)
+    print(f"fresh interpreter, `import <module>`; median of {args.repeats} alternating runs per arm; "
+          f"{os.cpu_count()} cores")
+    print(f"{'module':28s} {'eager s':>8s} {'lazy s':>8s} {'ratio':>7s}")
+    for module in MODULES:
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for _ in range(args.repeats):
+            for eager in (True, False):
+                times[eager].append(wall(module, eager))
+        e, lz = statistics.median(times[True]), statistics.median(times[False])
+        print(f"{module:28s} {e:8.2f} {lz:8.2f} {e / lz:6.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
