@@ -1,10 +1,15 @@
-"""Process start-up of the stages and CLI verbs that make no model call, with and without litellm imported.
+"""Stage processes' fixed costs: start-up without litellm where no model is called, and exit without module teardown.
 
 `rubriclab.llm` loads its litellm-backed names (Gateway, CallRequest, embed_texts, ...) on first use, so the report
 and recorded-verdicts stages and `rubriclab calls` start without litellm and the openai SDK's types. Both arms run
 in one process tree, alternating per repeat (this machine's speed drifts): ``lazy`` imports the module as the stage
 does; ``eager`` imports litellm first, as importing `rubriclab.llm` did before (issue 25). Each number is a fresh interpreter's wall time
 for ``import <module>`` (median of ``--repeats``).
+
+Exit: a fresh interpreter imports what a model-calling stage imports (``rubriclab.stages.audit``, litellm, mlflow)
+and ends by ``sys.exit(0)`` (``plain``: the interpreter tears every module down) or by
+``rubriclab.stages.exit_stage(0)`` (``exit_stage``: atexit handlers and a garbage collection, then ``os._exit``);
+the difference of the two walls is what each stage process saves.
 
     python benchmarks/stage_startup.py [--repeats 5]
 """
@@ -32,6 +37,16 @@ def wall(module: str, eager: bool) -> float:
     return time.perf_counter() - t
 
 
+EXIT_IMPORTS = "import rubriclab.stages, rubriclab.stages.audit, litellm, mlflow\n"
+
+
+def exit_wall(fast: bool) -> float:
+    code = EXIT_IMPORTS + ("rubriclab.stages.exit_stage(0)" if fast else "import sys; sys.exit(0)")
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-c", code], check=True)
+    return time.perf_counter() - t
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
@@ -48,6 +63,14 @@ def main() -> int:
                 times[eager].append(wall(module, eager))
         e, lz = statistics.median(times[True]), statistics.median(times[False])
         print(f"{module:28s} {e:8.2f} {lz:8.2f} {e / lz:6.2f}x")
+    walls: dict[bool, list[float]] = {True: [], False: []}
+    for _ in range(args.repeats):
+        for fast in (False, True):
+            walls[fast].append(exit_wall(fast))
+    plain, fast = statistics.median(walls[False]), statistics.median(walls[True])
+    print(f"\nimport rubriclab.stages.audit, litellm, mlflow, then exit; median of {args.repeats} alternating runs")
+    print(f"{'plain sys.exit s':>18s} {'exit_stage s':>13s} {'saved s':>8s}")
+    print(f"{plain:18.2f} {fast:13.2f} {plain - fast:8.2f}")
     return 0
 
 

@@ -60,6 +60,9 @@ def test_faulty_repro_writes_the_fault_free_outputs(runs):
                  "metrics/drift/demo.json", "metrics/probe.json", "outputs/drift/demo/selected.jsonl"):
         assert path in got and got[path] == expected[path], path
     assert got["outputs/rubrics/demo_helpful/discovered.json"]["criteria"], "discovery found no criterion"
+    # every stage process closed the call store (they skip the module teardown, rubriclab.stages.exit_stage): its
+    # WAL is checkpointed into calls.sqlite, so a copy of that one file holds every call
+    assert not (runs["root"] / ".rubriclab/calls.sqlite-wal").exists()
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ Backends sit behind ``open_store`` so a PostgreSQL store can join without touchi
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import json
@@ -14,6 +15,7 @@ import os
 import sqlite3
 import threading
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -175,6 +177,18 @@ def claim_is_stale(holder: dict[str, Any], now: float | None = None) -> bool:
     return now - float(holder.get("claimed_at") or 0) > CLAIM_LEASE_S or owner_is_gone(holder.get("owner"))
 
 
+_OPEN_SQLITE: weakref.WeakSet = weakref.WeakSet()
+
+
+@atexit.register
+def _close_open_stores() -> None:
+    """Close the SQLite stores still open when the process exits: closing checkpoints the WAL into the database
+    file, so a copy of ``calls.sqlite`` alone holds every call (a stage process skips the interpreter's teardown,
+    ``rubriclab.stages.exit_stage``, where the connections would otherwise be closed)."""
+    for store in list(_OPEN_SQLITE):
+        store.close()
+
+
 class SQLiteCallStore:
     """SQLite backend (one machine). WAL mode: a killed writer loses no committed transaction (the gateway commits
     finished calls in groups: a killed gateway loses its calls in flight and those not yet written)."""
@@ -202,6 +216,7 @@ class SQLiteCallStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
+        _OPEN_SQLITE.add(self)
 
     def key_salt(self) -> bytes:
         """This store's salt for sealed hashes: made on first use, kept in the store, never logged."""
@@ -380,6 +395,7 @@ class SQLiteCallStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        _OPEN_SQLITE.discard(self)
 
 
 class _transaction:

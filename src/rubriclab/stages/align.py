@@ -13,7 +13,6 @@ import argparse
 import hashlib
 import math
 import shutil
-import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -56,7 +55,7 @@ from rubriclab.errors import ConfigError
 from rubriclab.judging import load_pairwise_rubric
 from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
 from rubriclab.paths import display_path
-from rubriclab.stages import run_stage
+from rubriclab.stages import exit_stage, run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
 
@@ -507,4 +506,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main, "align"))
+    exit_stage(run_stage(main, "align"))

@@ -6,7 +6,6 @@ MLflow run with one nested run per source."""
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.llm import check_calls, gateway_from_params
 from rubriclab.rubrics import RubricSet, load_rubric_file
-from rubriclab.stages import run_stage
+from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 
 EMBEDDED_NOTE = ("Numbers below come from the embedded SmolLM2-135M model, which is at chance as a pairwise judge: "
@@ -322,4 +321,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main, "audit"))
+    exit_stage(run_stage(main, "audit"))

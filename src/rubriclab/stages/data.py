@@ -11,7 +11,7 @@ from rubriclab._params_schema import Params, given
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import build_splits
 from rubriclab.errors import ConfigError
-from rubriclab.stages import run_stage
+from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 
 OUT_DIR = Path("outputs/data")
@@ -82,4 +82,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main, "data"))
+    exit_stage(run_stage(main, "data"))

@@ -15,7 +15,6 @@ and as MLflow tag ``shortfall.<source>`` (the reason).
 from __future__ import annotations
 
 import argparse
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,7 @@ from rubriclab.discover import REASONS, discover, task_derived_rubric
 from rubriclab.errors import ConfigError
 from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
 from rubriclab.rubrics import load_rubric_file, save_rubric_set
-from rubriclab.stages import run_stage
+from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 
 RUBRIC_SUFFIXES = (".json", ".yaml", ".yml", ".md")
@@ -197,4 +196,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main, "discover"))
+    exit_stage(run_stage(main, "discover"))

@@ -9,7 +9,6 @@ import argparse
 import hashlib
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ from rubriclab.judging import PairwiseRubric, load_pairwise_rubric
 from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
 from rubriclab.repair import grid_results, run_grid, study_storage
 from rubriclab.rubrics import JudgeTemplate, write_ripd
-from rubriclab.stages import run_stage
+from rubriclab.stages import exit_stage, run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
 
@@ -315,4 +314,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main, "drift"))
+    exit_stage(run_stage(main, "drift"))

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import math
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,7 @@ from rubriclab.probe import (
     write_semantic_report,
 )
 from rubriclab.rubrics import load_rubric_file
-from rubriclab.stages import run_stage
+from rubriclab.stages import exit_stage, run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
 
@@ -356,4 +355,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main, "probe"))
+    exit_stage(run_stage(main, "probe"))

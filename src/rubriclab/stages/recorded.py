@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,7 @@ from rubriclab.recorded import (
     read_source,
     write_card,
 )
-from rubriclab.stages import run_stage
+from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 
 SUMMARY_METRICS = ("accuracy", "accuracy_original", "accuracy_swapped", "both_correct", "positional_agreement",
@@ -226,4 +225,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main, "recorded"))
+    exit_stage(run_stage(main, "recorded"))

@@ -9,7 +9,6 @@ import argparse
 import hashlib
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ from rubriclab.repair import (
     study_storage,
 )
 from rubriclab.rubrics import RubricSet, load_rubric_file, save_rubric_set
-from rubriclab.stages import run_stage
+from rubriclab.stages import exit_stage, run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
 
@@ -326,4 +325,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main, "repair"))
+    exit_stage(run_stage(main, "repair"))

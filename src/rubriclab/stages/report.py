@@ -9,7 +9,6 @@ when the gate ran), ``outputs/probe``, ``outputs/align``; the MLflow store and t
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from rubriclab.config import find_project_dir, load_params
 from rubriclab.llm import open_store, store_location
 from rubriclab.paths import display_path
 from rubriclab.report import DEFAULT_UI, build_report
-from rubriclab.stages import run_stage
+from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import git_commit, stage_run, tracking_uri
 
 
@@ -63,4 +62,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(run_stage(main, "report"))
+    exit_stage(run_stage(main, "report"))
