@@ -42,7 +42,7 @@ from rubriclab.llm._templates import (
 )
 from rubriclab.llm._weights import locate_model_file
 
-# Names from the modules that import litellm (~3-4 s of a process's start: litellm and the openai SDK's types), loaded
+# Names from the modules that import litellm (3-6 s of a process's start here: litellm and the openai SDK's types), loaded
 # on first use, so what reads the call store, templates or parsers (the report and recorded-verdicts stages,
 # `rubriclab calls`) starts without it. `from rubriclab.llm import Gateway` works as before.
 _LAZY = {

@@ -186,7 +186,10 @@ def _close_open_stores() -> None:
     file, so a copy of ``calls.sqlite`` alone holds every call (a stage process skips the interpreter's teardown,
     ``rubriclab.stages.exit_stage``, where the connections would otherwise be closed)."""
     for store in list(_OPEN_SQLITE):
-        store.close()
+        try:
+            store.close()
+        except sqlite3.Error:  # at exit nothing more can be done with it; the other stores still get closed
+            pass
 
 
 class SQLiteCallStore:
