@@ -3,8 +3,8 @@
 `rubriclab.llm` loads its litellm-backed names (Gateway, CallRequest, embed_texts, ...) on first use, so the report
 and recorded-verdicts stages and `rubriclab calls` start without litellm and the openai SDK's types. Both arms run
 in one process tree, alternating per repeat (this machine's speed drifts): ``lazy`` imports the module as the stage
-does; ``eager`` imports litellm first, as importing `rubriclab.llm` did before (issue 25). Each number is a fresh interpreter's wall time
-for ``import <module>`` (median of ``--repeats``).
+does; ``eager`` imports litellm first, as importing `rubriclab.llm` did before (issue 25). Each number is a fresh
+interpreter's wall time for ``import <module>`` (median of ``--repeats``).
 
 Exit: a fresh interpreter imports what a model-calling stage imports (``rubriclab.stages.audit``, litellm, mlflow)
 and ends by ``sys.exit(0)`` (``plain``: the interpreter tears every module down) or by
@@ -30,21 +30,22 @@ MODULES = ("rubriclab.stages.report", "rubriclab.stages.recorded", "rubriclab.ll
 CHECK = "import sys; assert ('litellm' in sys.modules) == {eager}, 'litellm imported: ' + str('litellm' in sys.modules)"
 
 
-def wall(module: str, eager: bool) -> float:
-    code = ("import litellm\n" if eager else "") + f"import {module}\n" + CHECK.format(eager=eager)
-    t = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
-    return time.perf_counter() - t
-
-
 EXIT_IMPORTS = "import rubriclab.stages, rubriclab.stages.audit, litellm, mlflow\n"
 
 
-def exit_wall(fast: bool) -> float:
-    code = EXIT_IMPORTS + ("rubriclab.stages.exit_stage(0)" if fast else "import sys; sys.exit(0)")
+def _seconds(code: str) -> float:
+    """Wall time of a fresh interpreter running ``code``."""
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", code], check=True)
     return time.perf_counter() - t
+
+
+def wall(module: str, eager: bool) -> float:
+    return _seconds(("import litellm\n" if eager else "") + f"import {module}\n" + CHECK.format(eager=eager))
+
+
+def exit_wall(fast: bool) -> float:
+    return _seconds(EXIT_IMPORTS + ("rubriclab.stages.exit_stage(0)" if fast else "import sys; sys.exit(0)"))
 
 
 def main() -> int:

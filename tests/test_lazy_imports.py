@@ -1,6 +1,6 @@
 """What reads the call store, templates or recorded verdicts starts without litellm.
 
-litellm and the openai SDK's types are ~3-4 s of a process's start on 2 cores (`python -X importtime -c "import
+litellm and the openai SDK's types are 3-6 s of a process's start on 2 cores (`python -X importtime -c "import
 litellm"`). The report and recorded-verdicts stages and `rubriclab calls` make no model call, so
 `rubriclab.llm` loads its litellm-backed names (Gateway, CallRequest, embed_texts, ...) on first use.
 """
