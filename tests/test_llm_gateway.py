@@ -161,6 +161,35 @@ def test_a_cut_reply_without_a_parser_is_not_used_either(gateway):
     assert not res.ok and res.value is None and "token limit" in res.parse_error
 
 
+def test_a_reply_the_engine_ended_in_a_loop_is_not_used_and_says_so(gateway):
+    # the embedded engine ends a greedy reply caught in a verbatim loop (llm._loops) and reports
+    # finish_reason="repetition", which litellm alone would turn into "stop": the gateway must not read it as an answer
+    loop = "[[A]] is better. " * 6
+    seen = []
+
+    def script(m, p):
+        seen.append(m)
+        return {"text": loop, "finish_reason": "repetition", "loop": {"period": 6, "repeats": 6}} if len(seen) == 1 \
+            else "[[B]]"
+
+    res = gateway.run([_req(scripted_model("looping", script), "q", parser=parse_verdict, parse_retries=1)])[0]
+    assert res.ok and res.value == "B" and res.attempts == 2
+    assert "verbatim loop" in seen[1][-1]["content"] and "6-token block repeated 6 times" in seen[1][-1]["content"]
+
+    always = scripted_model("always_loops", lambda m, p: {"text": loop, "finish_reason": "repetition",
+                                                          "loop": {"period": 6, "repeats": 6}})
+    res = gateway.run([_req(always, "q", parser=parse_verdict, parse_retries=0)])[0]
+    assert not res.ok and res.value is None and "finish_reason=repetition" in res.parse_error
+    assert res.text == loop and res.extra == {"finish_reason": "repetition", "loop": {"period": 6, "repeats": 6}}
+    free = gateway.run([_req(always, "write", parse_retries=0)])[0]  # no parser: still not a reply
+    assert not free.ok and free.value is None and "verbatim loop" in free.parse_error
+    row = next(r for r in gateway.store.ledger() if r["role"] == "judge")
+    assert row["parse_failures"] == 2
+    again = Gateway(gateway.store, stage="test", progress=False).run([res.request])[0]  # from the store
+    assert again.cached and not again.ok and again.extra["finish_reason"] == "repetition"
+    assert again.parse_error == res.parse_error
+
+
 def test_one_token_logprob_scoring_may_stop_at_the_limit(gateway):
     def scorer(m, p):
         top = [{"token": "Yes", "logprob": -0.1, "bytes": None}, {"token": "No", "logprob": -2.0, "bytes": None}]

@@ -15,6 +15,7 @@ from tqdm.auto import tqdm
 from rubriclab.errors import ParseFailure
 from rubriclab.llm._budget import SpendBudget, SpendGuard
 from rubriclab.llm._limits import ModelLimiter
+from rubriclab.llm._loops import REPETITION
 from rubriclab.llm._retry import backoff_seconds, check_response, describe, is_retryable, retry_after_seconds
 from rubriclab.llm._roles import RoleSpec
 from rubriclab.llm._schedule import prefix_order, shares_kv_state
@@ -500,11 +501,11 @@ class Gateway:
                          attempts=1, retries=rec.retries, prompt_tokens=rec.prompt_tokens,
                          completion_tokens=rec.completion_tokens, cost=rec.cost, latency_s=rec.latency_s,
                          extra=rec.extra)
-        if res.ok and (rec.extra or {}).get("finish_reason") == "length" and not req.accepts_truncated:
-            # a reply cut off by the token limit states no complete answer, whatever it happens to contain
-            res.ok, res.parse_error = False, (
-                f"reply cut off at the token limit (max_tokens={req.role.max_tokens}, finish_reason=length); "
-                "give a shorter complete reply")
+        finish = (rec.extra or {}).get("finish_reason")
+        if res.ok and finish in ("length", REPETITION) and not req.accepts_truncated:
+            # a reply cut off by the token limit, or ended by the engine in a verbatim loop, states no complete
+            # answer, whatever it happens to contain
+            res.ok, res.parse_error = False, _cut_short(req, rec.extra or {})
         elif res.ok and req.parser is not None:
             try:
                 res.value = req.parser(rec.text or "")
@@ -597,6 +598,16 @@ def _describe(exc: BaseException, secrets: list[str]) -> str:
     return f"{type(exc).__name__}: {msg}"
 
 
+def _cut_short(req: CallRequest, extra: dict[str, Any]) -> str:
+    if extra.get("finish_reason") == REPETITION:
+        loop = extra.get("loop") or {}
+        return (f"reply stopped in a verbatim loop (a {loop.get('period', '?')}-token block repeated "
+                f"{loop.get('repeats', '?')} times, finish_reason=repetition, before max_tokens={req.role.max_tokens}); "
+                "give one complete reply without repeating itself")
+    return (f"reply cut off at the token limit (max_tokens={req.role.max_tokens}, finish_reason=length); "
+            "give a shorter complete reply")
+
+
 def _estimate_tokens(messages: list[dict[str, Any]]) -> int:
     return sum(len(str(m.get("content", ""))) for m in messages) // 4 + 4 * len(messages)
 
@@ -607,6 +618,9 @@ def _record_from_response(resp: Any, req: CallRequest, messages: list[dict[str, 
     text = choice.message.content or ""
     usage = getattr(resp, "usage", None)
     extra: dict[str, Any] = {"finish_reason": getattr(choice, "finish_reason", None)}
+    fields = getattr(choice, "provider_specific_fields", None) or {}
+    if fields.get("stopped_by") == REPETITION:  # the embedded engine ended a looping reply (llm._loops)
+        extra.update(finish_reason=REPETITION, loop=fields.get("loop"))
     logprobs = getattr(choice, "logprobs", None)
     if logprobs is not None:
         extra["logprobs"] = logprobs.model_dump() if hasattr(logprobs, "model_dump") else logprobs

@@ -25,6 +25,7 @@ from typing import Any
 import litellm
 
 from rubriclab.errors import MissingDependencyError, ModelCallError
+from rubriclab.llm._loops import REPETITION, LoopStop
 from rubriclab.llm._sampling import grammar_last
 from rubriclab.llm._weights import CHAT_MODELS, EMBED_MODELS, chat_weights, locate_model_file
 
@@ -191,10 +192,28 @@ def _chat(llm: Any, messages: list, params: dict) -> dict:
         kwargs["response_format"] = rf
     prompt_tokens = llm.tokenize(_format(llm, messages).encode("utf-8"), add_bos=False, special=True)
     _check_context(llm, len(prompt_tokens), kwargs["max_tokens"], "local")
+    loop = loop_guard(llm, kwargs)
+    if loop is not None:
+        from llama_cpp import LogitsProcessorList
+
+        kwargs["logits_processor"] = LogitsProcessorList([loop])
     out = llm.create_chat_completion(messages=messages, **kwargs)
     choice = out["choices"][0]
-    return {"text": choice["message"].get("content") or "", "finish_reason": choice.get("finish_reason"),
-            "usage": out.get("usage") or {}}
+    reply = {"text": choice["message"].get("content") or "", "finish_reason": choice.get("finish_reason"),
+             "usage": out.get("usage") or {}}
+    if loop is not None and loop.found is not None:
+        reply["finish_reason"] = REPETITION
+        reply["loop"] = {"period": loop.found[0], "repeats": loop.found[1]}
+    return reply
+
+
+def loop_guard(llm: Any, kwargs: dict) -> LoopStop | None:
+    """The loop stop for a greedy reply without a grammar (``_loops``); None otherwise: inside a grammar a repeated
+    block is often the shape asked for (the extractor's JSON list of similar criteria repeats 41-token blocks in
+    replies that end well), and at T>0 a loop can break."""
+    if kwargs["temperature"] == 0 and "response_format" not in kwargs:
+        return LoopStop(llm.token_eos())
+    return None
 
 
 def _format(llm: Any, messages: list) -> str:
@@ -296,7 +315,7 @@ def _model_response(model: str, out: dict) -> litellm.ModelResponse:
     from rubriclab.llm._providers import chat_response
 
     return chat_response(model, out["text"], usage=out.get("usage"), logprobs=out.get("logprobs"),
-                         finish_reason=out.get("finish_reason") or "stop")
+                         finish_reason=out.get("finish_reason") or "stop", loop=out.get("loop"))
 
 
 _provider: LocalProvider | None = None

@@ -9,6 +9,8 @@ import threading
 
 import litellm
 
+from rubriclab.llm._loops import REPETITION
+
 _lock = threading.Lock()
 _handlers: dict[str, object] = {}
 
@@ -31,12 +33,17 @@ def registered_providers() -> dict[str, object]:
 
 
 def chat_response(model: str, text: str, *, usage: dict | None = None, logprobs: dict | None = None,
-                  finish_reason: str = "stop") -> litellm.ModelResponse:
-    """An OpenAI-shaped chat completion for in-process providers."""
+                  finish_reason: str = "stop", loop: dict | None = None) -> litellm.ModelResponse:
+    """An OpenAI-shaped chat completion for in-process providers. ``finish_reason="repetition"`` (a reply the
+    engine ended in a verbatim loop, ``loop``: its period and repeats) is not one litellm knows, and it would
+    turn it into "stop": it travels in the choice's ``provider_specific_fields``, where the gateway reads it."""
     import time
     import uuid
 
     choice: dict = {"index": 0, "finish_reason": finish_reason, "message": {"role": "assistant", "content": text}}
+    if finish_reason == REPETITION:
+        choice["finish_reason"] = "stop"
+        choice["provider_specific_fields"] = {"stopped_by": REPETITION, "loop": loop}
     if logprobs is not None:
         choice["logprobs"] = logprobs
     usage = usage or {}

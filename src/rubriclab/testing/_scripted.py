@@ -18,7 +18,7 @@ Script = Callable[[list[dict[str, Any]], dict[str, Any]], "str | dict[str, Any]"
 class ScriptedProvider(litellm.CustomLLM):
     """Serves ``scripted/<name>`` models. A script returns the reply text, or a dict with ``text``
     and optionally ``logprobs`` (OpenAI shape) / ``usage`` / ``finish_reason`` (``"length"`` for a reply
-    cut at the token limit); raising an exception fails the call. ``kwargs[name]`` keeps the last call's
+    cut at the token limit, ``"repetition"`` with ``loop`` for one the engine ended in a loop); raising an exception fails the call. ``kwargs[name]`` keeps the last call's
     keyword arguments as litellm passed them (what a real provider would have been sent)."""
 
     def __init__(self) -> None:
@@ -44,7 +44,7 @@ class ScriptedProvider(litellm.CustomLLM):
         n_out = len(out["text"].split())
         usage = out.get("usage") or {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out}
         return chat_response(f"scripted/{name}", out["text"], usage=usage, logprobs=out.get("logprobs"),
-                             finish_reason=out.get("finish_reason", "stop"))
+                             finish_reason=out.get("finish_reason", "stop"), loop=out.get("loop"))
 
     async def acompletion(self, model: str, messages: list, *args: Any, **kwargs: Any) -> litellm.ModelResponse:
         return self.completion(model, messages, *args, **kwargs)
