@@ -179,7 +179,8 @@ def test_declared_scipy_floor_covers_the_keywords_the_code_passes():
 
 
 PINS = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "OPENBLAS_CORETYPE": "Haswell",
-        "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR"}
+        "NPY_DISABLE_CPU_FEATURES": "X86_V4 AVX512_ICL AVX512_SPR", "NUMBA_CPU_NAME": "haswell",
+        "NUMBA_CPU_FEATURES": ""}
 
 
 def test_launcher_pins_the_numeric_kernels_to_avx2_unless_the_caller_chose(launcher_project, tmp_path):
@@ -190,8 +191,10 @@ def test_launcher_pins_the_numeric_kernels_to_avx2_unless_the_caller_chose(launc
     script.chmod(0o755)
     env = {"PATH": "/usr/bin:/bin", "RUBRICLAB_PYTHON": str(script)}
     assert _launch(launcher_project, env, "data") == "".join(f"{k}={v};" for k, v in PINS.items())
-    mine = _launch(launcher_project, {**env, "MKL_CBWR": "COMPATIBLE", "NPY_DISABLE_CPU_FEATURES": ""}, "data")
+    mine = _launch(launcher_project, {**env, "MKL_CBWR": "COMPATIBLE", "NPY_DISABLE_CPU_FEATURES": "",
+                                      "NUMBA_CPU_FEATURES": "+avx2"}, "data")
     assert "MKL_CBWR=COMPATIBLE;" in mine and "NPY_DISABLE_CPU_FEATURES=;" in mine and "OPENBLAS_CORETYPE=Haswell;" in mine
+    assert "NUMBA_CPU_FEATURES=+avx2;" in mine and "NUMBA_CPU_NAME=haswell;" in mine
 
 
 def test_the_pinned_kernels_are_accepted_and_in_force():
@@ -203,3 +206,28 @@ def test_the_pinned_kernels_are_accepted_and_in_force():
                          timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["AVX2", "False", "False"]
+
+
+NUMBA_SUM = """
+import numba, numpy
+@numba.njit(fastmath=True)
+def f(x):
+    s = 0.0
+    for v in x:
+        s += v * v
+    return s
+f(numpy.ones(64))
+asm = f.inspect_asm(f.signatures[0])
+print("zmm" in asm, "ymm" in asm)
+"""
+
+
+def test_numba_compiles_for_haswell_under_the_pins():
+    """umap-learn's kernels are compiled by numba for the host CPU: AVX-512 code (zmm registers) on an AVX-512
+    machine, other low bits in the probe's projection and a SIGILL where the CPU reports AVX-512 and faults on it.
+    Under the pins: 256-bit AVX2 code only."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_")}
+    run = subprocess.run([sys.executable, "-c", NUMBA_SUM], env={**env, **PINS}, capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["False", "True"]
