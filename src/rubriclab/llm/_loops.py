@@ -1,7 +1,7 @@
 """Stopping a greedy reply that has fallen into a verbatim loop (the embedded engine, T=0, no grammar).
 
 A small model decoding greedily often starts repeating one block of tokens ("Do not allow any other text to
-influence your evaluation." forty times) until the token limit; such a reply is unusable whatever its length (the
+influence your evaluation." over and over) until the token limit; such a reply is unusable whatever its length (the
 gateway drops a reply cut off at the limit). Decoding the rest of it was most of the drift stage's time on the
 embedded model: its nine rubric rewrites were 400-token loops. Once the reply's tail is the same block repeated
 ``min_repeats`` times and at least ``min_span`` tokens long, the engine ends it and reports ``finish_reason``

@@ -18,8 +18,9 @@ Script = Callable[[list[dict[str, Any]], dict[str, Any]], "str | dict[str, Any]"
 class ScriptedProvider(litellm.CustomLLM):
     """Serves ``scripted/<name>`` models. A script returns the reply text, or a dict with ``text``
     and optionally ``logprobs`` (OpenAI shape) / ``usage`` / ``finish_reason`` (``"length"`` for a reply
-    cut at the token limit, ``"repetition"`` with ``loop`` for one the engine ended in a loop); raising an exception fails the call. ``kwargs[name]`` keeps the last call's
-    keyword arguments as litellm passed them (what a real provider would have been sent)."""
+    cut at the token limit, ``"repetition"`` with ``loop`` for one the engine ended in a loop); raising an
+    exception fails the call. ``kwargs[name]`` keeps the last call's keyword arguments as litellm passed them
+    (what a real provider would have been sent)."""
 
     def __init__(self) -> None:
         super().__init__()
