@@ -261,3 +261,34 @@ def test_fast_alpha_matrix_gives_the_pivot_alpha_on_resamples_with_repeated_pair
         a, b = krippendorff_alpha(fast)["alpha"], krippendorff_alpha(slow)["alpha"]
         assert (np.isnan(a) and np.isnan(b)) or a == pytest.approx(b)
         assert np.count_nonzero(~np.isnan(fast)) == np.count_nonzero(~np.isnan(slow))
+
+
+def test_fast_paraphrase_rho_equals_the_pivot_rho_on_resamples_with_repeated_pairs():
+    """The paraphrase ρ bootstrap builds its paraphrases × items matrix in numpy (``_rho``); ρ must be exactly the
+    pivot's on every resample: pairs drawn twice, missing scores, a paraphrase with no score at all."""
+    import numpy as np
+    import pandas as pd
+
+    from rubriclab.audit._reliability import _grid, _rho
+    from rubriclab.stats import paraphrase_stability
+
+    def pivot_rho(s: pd.DataFrame) -> float:  # the definition before: a pandas pivot per resample
+        grid = _grid(s)
+        return paraphrase_stability(grid.to_numpy())["rho"] if len(grid) >= 2 else np.nan
+
+    rng = np.random.default_rng(5)
+    rows = [{"who": f"para{j}", "pair_id": f"p{i:02d}", "score": float(rng.integers(0, 11))}
+            for j in range(4) for i in range(10)]
+    scores = pd.DataFrame(rows)
+    scores.loc[rng.choice(len(scores), 6, replace=False), "score"] = np.nan
+    scores.loc[scores.who == "para3", "score"] = np.nan
+    seen = 0
+    for _ in range(30):
+        ids = rng.choice([f"p{i:02d}" for i in range(10)], 10)
+        sample = pd.concat([scores[scores.pair_id == i] for i in ids], ignore_index=True)
+        fast, slow = _rho(sample), pivot_rho(sample)
+        assert (np.isnan(fast) and np.isnan(slow)) or fast == slow
+        seen += not np.isnan(fast)
+    assert seen > 20
+    one = scores[scores.who.isin(["para0", "para3"])]  # one paraphrase with scores: no pair, no ρ
+    assert np.isnan(_rho(one)) and np.isnan(pivot_rho(one))

@@ -101,8 +101,11 @@ def _alpha_on(column: str):
 
 
 def _rho(scores: pd.DataFrame) -> float:
-    grid = _grid(scores)
-    return paraphrase_stability(grid.to_numpy())["rho"] if len(grid) >= 2 else np.nan
+    """Paraphrase ρ of one criterion's scores. On ``_matrix``, not ``_grid``: the ρ bootstrap builds one grid per
+    resample and criterion, and pandas' pivot there was ~55 s of the demo's audit stage (py-spy). The rows and
+    columns the pivot would drop (all missing) change no defined pair's ρ: a pair needs 3 common items."""
+    grid = _matrix(scores)
+    return paraphrase_stability(grid)["rho"] if len(grid) >= 2 else np.nan
 
 
 def _by_criterion(scores: pd.DataFrame, fn) -> dict[str, float]:
