@@ -25,11 +25,17 @@ from typing import Any
 import litellm
 
 from rubriclab.errors import MissingDependencyError, ModelCallError
+from rubriclab.llm._kvstates import ATTR as KV_STATES_ATTR
+from rubriclab.llm._kvstates import KVStates, kv_states
 from rubriclab.llm._loops import REPETITION, LoopStop
 from rubriclab.llm._sampling import grammar_last
 from rubriclab.llm._weights import CHAT_MODELS, EMBED_MODELS, chat_weights, locate_model_file
 
 N_CTX = 4096
+# Earlier prompts' KV states kept per chat model (``_kvstates``): ~11,000 tokens of SmolLM2-135M's. In the demo's
+# call order this leaves 19% fewer prompt tokens to evaluate than the previous prompt's state alone; a budget
+# without limit, 25% (benchmarks/README.md).
+KV_STATE_BYTES = 256 * 2**20
 THREADS_ENV = "RUBRICLAB_THREADS"
 
 
@@ -165,7 +171,7 @@ def load_chat_model(path: str | Path, n_ctx: int = N_CTX) -> Any:
     from llama_cpp import Llama
 
     llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=local_threads(), verbose=False, seed=0)
-    return grammar_last(guard_prefix_reuse(llm))
+    return grammar_last(guard_prefix_reuse(llm, kv_state_bytes=KV_STATE_BYTES))
 
 
 def _check_context(llm: Any, n_prompt: int, max_tokens: int, model: str) -> None:
@@ -269,29 +275,53 @@ def _first_token_distribution(llm: Any, messages: list, k: int) -> dict:
 # replies changed); re-evaluating two or more tokens is bit-identical to a fresh evaluation (measured, and
 # tested in tests/test_llm_local.py). So at least this many tokens of every prompt are evaluated afresh.
 MIN_REEVALUATED = 2
+# For the same reason the cells of a reply (decoded one token at a time) are never reused: a prompt that repeats the
+# previous prompt and its reply (a re-ask after it, a next turn) got other logits from them than from a fresh
+# evaluation (max |difference| 0.02 on SmolLM2, measured). Only the leading cells the engine evaluated as a prompt
+# are reusable; their count for the state in place is kept on the model under this name.
+PROMPT_CELLS_ATTR = "_rubriclab_prompt_cells"
+
+
+def prompt_cells(llm: Any) -> int:
+    """How many leading cells of the state in place were evaluated as a prompt (the rest: its reply's)."""
+    return min(int(getattr(llm, PROMPT_CELLS_ATTR, 0)), int(llm.n_tokens))
 
 
 def reusable_prefix(llm: Any, tokens: list[int]) -> int:
     """How many leading ``tokens`` can keep the KV state left by the previous prompt: the common prefix with
-    what is cached, leaving at least ``MIN_REEVALUATED`` tokens to evaluate."""
-    common = llm.longest_token_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens) if llm.n_tokens else 0
+    its prompt's cells (not its reply's), leaving at least ``MIN_REEVALUATED`` tokens to evaluate."""
+    cells = prompt_cells(llm)
+    common = llm.longest_token_prefix(llm.input_ids[:cells].tolist(), tokens) if cells else 0
     return max(0, min(common, len(tokens) - MIN_REEVALUATED))
 
 
 def limit_prefix_reuse(llm: Any, tokens: list[int]) -> int:
     """Cut the cached state back to ``reusable_prefix`` (llama-cpp-python's ``generate`` then reuses exactly
-    that much); returns it."""
+    that much); returns it. With saved states (``_kvstates``), the state in place is saved first, and a saved one
+    that shares more with ``tokens`` is put in its place."""
+    states = kv_states(llm)
+    if states is not None:
+        states.save(prompt_cells(llm))
     keep = reusable_prefix(llm, tokens)
+    if states is not None:
+        key, common = states.longest(tokens)
+        better = max(0, min(common, len(tokens) - MIN_REEVALUATED))
+        if key is not None and better > keep:
+            keep = better if states.restore(key, better) else 0
     if keep == 0:
         llm.reset()
     elif keep < llm.n_tokens:
         llm.n_tokens = keep  # generate() and eval() drop the KV cells after n_tokens
+    setattr(llm, PROMPT_CELLS_ATTR, len(tokens))  # what the caller evaluates next, all of it as a prompt
     return keep
 
 
-def guard_prefix_reuse(llm: Any) -> Any:
+def guard_prefix_reuse(llm: Any, kv_state_bytes: int = 0) -> Any:
     """Make ``llm.generate`` (what every completion goes through) reuse only what ``reusable_prefix`` allows,
-    so a reply depends on its prompt alone, never on the call that ran before it."""
+    so a reply depends on its prompt alone, never on the call that ran before it. ``kv_state_bytes`` > 0 also keeps
+    earlier prompts' states up to that many bytes (``_kvstates``) to resume from."""
+    if kv_state_bytes > 0:
+        setattr(llm, KV_STATES_ATTR, KVStates(llm, kv_state_bytes))
     original = llm.generate
 
     def generate(tokens: Any, *args: Any, **kwargs: Any) -> Any:
