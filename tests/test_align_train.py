@@ -156,3 +156,25 @@ def test_no_training_pair_is_a_clear_error(policy):
         dpo_dataset(pd.DataFrame(columns=["prompt", "chosen", "rejected"]), tok)
     with pytest.raises(InputError, match=r"lack column\(s\) \['rejected'\]"):
         dpo_dataset(_rows(2).drop(columns=["rejected"]), tok)
+
+
+def test_sequence_logprobs_evaluate_each_distinct_sequence_once_in_input_order(policy):
+    """Batched by length, deduplicated and memoised, the log-probabilities are each sequence's own (as evaluated
+    alone), returned in the order asked; a memo of the same model's values spares those sequences."""
+    from rubriclab.align import sequence_logprobs
+
+    tokenizer, model = load_tokenizer(policy), load_policy(policy)
+    prompts = ["How do I do task 0?", "How do I do task 1?", "How do I do task 0?", "How do I do task 2?"]
+    responses = [GOOD[0], BAD[1], GOOD[0], GOOD[2] + " " + GOOD[1]]
+    alone = np.array([sequence_logprobs(model, tokenizer, [p], [r])[0] for p, r in zip(prompts, responses)])
+    forwards = []
+    hook = model.register_forward_hook(lambda m, args, kwargs_out: forwards.append(1))
+    try:
+        memo: dict = {}
+        together = sequence_logprobs(model, tokenizer, prompts, responses, batch_size=3, memo=memo)
+        assert len(forwards) == 1 and len(memo) == 3  # three distinct sequences: one batch of 3
+        assert np.allclose(together, alone, atol=1e-4) and together[0] == together[2]
+        again = sequence_logprobs(model, tokenizer, prompts[::-1], responses[::-1], memo=memo)
+        assert len(forwards) == 1 and np.array_equal(again, together[::-1])  # all from the memo
+    finally:
+        hook.remove()

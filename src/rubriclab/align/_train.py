@@ -180,38 +180,46 @@ def portable_checkpoint(folder: Path, source: str, config: Any) -> None:
 
 
 def sequence_logprobs(model: Any, tokenizer: Any, prompts: Sequence[str], responses: Sequence[str],
-                      batch_size: int = 8) -> np.ndarray:
-    """Σ log π(response tokens | chat-formatted prompt) per (prompt, response)."""
+                      batch_size: int = 8, memo: dict[tuple[str, str], float] | None = None) -> np.ndarray:
+    """Σ log π(response tokens | chat-formatted prompt) per (prompt, response).
+
+    Each distinct (prompt, response) is evaluated once, in batches of similar length (less padding); ``memo``
+    (the same model's earlier values, filled in here) spares the ones already evaluated."""
     import torch
 
     device = next(model.parameters()).device
-    out = []
-    for i in range(0, len(prompts), batch_size):
-        ids, masks = [], []
-        for p, r in zip(prompts[i:i + batch_size], responses[i:i + batch_size]):
-            prefix = tokenizer(chat_prompt(tokenizer, p), add_special_tokens=False)["input_ids"]
-            body = tokenizer(str(r) + (tokenizer.eos_token or ""), add_special_tokens=False)["input_ids"]
-            ids.append(prefix + body)
-            masks.append([0] * len(prefix) + [1] * len(body))
+    memo = {} if memo is None else memo
+    pairs = [(str(p), str(r)) for p, r in zip(prompts, responses)]
+    encoded: dict[tuple[str, str], tuple[list[int], list[int]]] = {}
+    for p, r in dict.fromkeys(k for k in pairs if k not in memo):
+        prefix = tokenizer(chat_prompt(tokenizer, p), add_special_tokens=False)["input_ids"]
+        body = tokenizer(r + (tokenizer.eos_token or ""), add_special_tokens=False)["input_ids"]
+        encoded[(p, r)] = (prefix + body, [0] * len(prefix) + [1] * len(body))
+    todo = sorted(encoded, key=lambda k: len(encoded[k][0]))  # stable: equal lengths keep their first-seen order
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    for i in range(0, len(todo), batch_size):
+        keys = todo[i:i + batch_size]
+        ids, masks = [encoded[k][0] for k in keys], [encoded[k][1] for k in keys]
         width = max(map(len, ids))
-        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in ids], device=device)
         attn = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids], device=device)
         target = torch.tensor([m + [0] * (width - len(m)) for m in masks], device=device)
         with torch.no_grad():
             logits = model(input_ids=input_ids, attention_mask=attn).logits.float()
         logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
-        out.append((logp * target[:, 1:]).sum(-1).cpu().numpy())
-    return np.concatenate(out) if out else np.zeros(0)
+        memo.update(zip(keys, (logp * target[:, 1:]).sum(-1).cpu().numpy().tolist()))
+    return np.array([memo[k] for k in pairs], dtype=float)
 
 
 def preference_margins(source: str, rows: pd.DataFrame, adapter: str | Path | None = None,
-                       device: str = "cpu") -> np.ndarray:
+                       device: str = "cpu", memo: dict[tuple[str, str], float] | None = None) -> np.ndarray:
     """log π(chosen|x) − log π(rejected|x) per row, for the base policy or the policy with ``adapter``.
 
-    The DPO implicit reward margin on a pair is β × (this for the trained policy − this for the reference)."""
+    The DPO implicit reward margin on a pair is β × (this for the trained policy − this for the reference).
+    ``memo``: the same policy's sequence log-probabilities from an earlier call (``sequence_logprobs``)."""
     tokenizer = load_tokenizer(source)
     model = load_policy(source, adapter=adapter, device=device)
     prompts = rows["prompt"].astype(str).tolist()
-    return (sequence_logprobs(model, tokenizer, prompts, rows["chosen"].astype(str).tolist())
-            - sequence_logprobs(model, tokenizer, prompts, rows["rejected"].astype(str).tolist()))
+    both = sequence_logprobs(model, tokenizer, prompts + prompts,
+                             rows["chosen"].astype(str).tolist() + rows["rejected"].astype(str).tolist(), memo=memo)
+    return both[: len(prompts)] - both[len(prompts):]
