@@ -80,9 +80,6 @@ class KVStates:
                 best, best_n = key, common
         return best, best_n
 
-    def prompt_cells(self, key: tuple[int, ...]) -> int:
-        return self._prompt[key]
-
     def restore(self, key: tuple[int, ...], keep: int) -> bool:
         """Put the saved state ``key`` in place (the caller cuts it back to ``keep`` tokens). False when llama.cpp
         refused it: the cache is then empty and the prompt is evaluated from its start."""

@@ -33,8 +33,8 @@ from rubriclab.llm._weights import CHAT_MODELS, EMBED_MODELS, chat_weights, loca
 
 N_CTX = 4096
 # Earlier prompts' KV states kept per chat model (``_kvstates``): ~11,000 tokens of SmolLM2-135M's. In the demo's
-# call order this leaves 19% fewer prompt tokens to evaluate than the previous prompt's state alone; a budget
-# without limit, 25% (benchmarks/README.md).
+# call order this leaves 23% fewer prompt tokens to evaluate than the previous prompt's state alone (a token-level
+# replay of its call store; 29% with no limit; benchmarks/README.md).
 KV_STATE_BYTES = 256 * 2**20
 THREADS_ENV = "RUBRICLAB_THREADS"
 
