@@ -31,7 +31,7 @@ def test_the_chat_model_is_loaded_with_that_many_threads(monkeypatch):
             seen.update(kwargs)
 
     monkeypatch.setitem(sys.modules, "llama_cpp", types.SimpleNamespace(Llama=Llama))
-    monkeypatch.setattr("rubriclab.llm._local.guard_prefix_reuse", lambda llm: llm)
+    monkeypatch.setattr("rubriclab.llm._local.guard_prefix_reuse", lambda llm, **kwargs: llm)
     monkeypatch.setattr("rubriclab.llm._local.grammar_last", lambda llm: llm)
     monkeypatch.setattr("rubriclab.llm._local.chat_weights", lambda name: f"/weights/{name}.f16.gguf")
     monkeypatch.setenv("RUBRICLAB_THREADS", "3")
