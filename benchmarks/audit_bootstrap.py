@@ -62,8 +62,9 @@ def main() -> int:
     before, now = med["pivot (before)"], med["matrix (now)"]
     same = results["pivot (before)"] == results["matrix (now)"]
     print(f"  {before / now:.1f}x faster; the same value and interval and se for every set: {same}")
-    for name, (v, lo, hi, _) in zip(sources, results["matrix (now)"]):
-        print(f"    {name}: ρ {v:.4f}, 95% percentile bootstrap CI [{lo:.4f}, {hi:.4f}] ({args.n_boot} resamples of its pairs)")
+    for (name, d), (v, lo, hi, _) in zip(sources.items(), results["matrix (now)"]):
+        print(f"    {name}: ρ {v:.4f}, 95% percentile bootstrap CI [{lo:.4f}, {hi:.4f}] "
+              f"(n = {d['pair_id'].nunique()} pairs, {args.n_boot} resamples)")
     return 0 if same else 1
 
 
