@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -52,6 +53,31 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(FIRST)))  # stable: each file keeps its own order
+
+
+def _mlflow_uri_state() -> tuple[str | None, str | None]:
+    tracking = sys.modules.get("mlflow.tracking._tracking_service.utils")  # only if some test imported mlflow
+    return os.environ.get("MLFLOW_TRACKING_URI"), getattr(tracking, "_tracking_uri", None)
+
+
+@pytest.fixture(autouse=True)
+def _mlflow_tracking_uri_left_as_found():
+    """Fail a test that leaves MLflow's tracking URI changed, and put it back. ``mlflow.set_tracking_uri`` also sets
+    ``$MLFLOW_TRACKING_URI``, which `tracking_uri` obeys: a leaked value sent the later stage runs of the same
+    worker into one shared mlflow.db (two ``repair@demo_helpful`` parents in CI)."""
+    before = _mlflow_uri_state()
+    yield
+    after = _mlflow_uri_state()
+    if after != before:
+        if before[0] is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = before[0]
+        tracking = sys.modules.get("mlflow.tracking._tracking_service.utils")
+        if tracking is not None:
+            tracking._tracking_uri = before[1]
+        pytest.fail(f"the test left MLflow's tracking URI changed (env, global): {before} -> {after}; restore it "
+                    "with monkeypatch or mlflow.set_tracking_uri(None)", pytrace=False)
 
 
 @pytest.fixture

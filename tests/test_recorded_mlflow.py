@@ -76,11 +76,10 @@ def test_traces_give_the_numbers_of_the_same_judgments_in_a_table(tmp_path, monk
     monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
     uri = f"sqlite:///{(tmp_path / 'mlflow.db').as_posix()}"
     plan = _plan()
-    before = mlflow.get_tracking_uri()
     try:
         _log_traces(uri, plan)
     finally:
-        mlflow.set_tracking_uri(before)
+        mlflow.set_tracking_uri(None)  # also unsets $MLFLOW_TRACKING_URI, which set_tracking_uri(uri) set
     from_traces = read_mlflow(uri, "judge-review")
     from_table = read_table(_table(plan, tmp_path / "same.csv"))
     assert sorted(from_traces.judges) == ["judge-x", "judge-y"] and from_traces.conditions == ["preference"]
