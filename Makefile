@@ -6,8 +6,9 @@ export HF_HUB_OFFLINE := 1
 export RUBRICLAB_PYTHON := $(abspath $(VENV))/bin/python
 
 # two workers (this machine has 2 cores); a file stays on one worker, files handed out in collection order (the
-# longest first: tests/conftest.py, FIRST). pyproject.toml adds --max-worker-restart=0.
-PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
+# longest first: tests/conftest.py, FIRST). pyproject.toml adds --max-worker-restart=0. --durations=25: every run's
+# log (CI's included) ends with where the suite's time went (issue 25's 8-minute goal).
+PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 .PHONY: install repro test test-fast lint bench screenshots ui mutate
 

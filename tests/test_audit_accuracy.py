@@ -272,7 +272,7 @@ def test_schema_constrained_judge_gets_a_json_schema(gateway):
     schemas = [p["response_format"]["schema"] for p in params_seen]
     per = next(s for s in schemas if "overall_score" in s["properties"])
     overall = per["properties"]["overall_score"]["properties"]
-    assert overall["candidate_adherence"] == {"type": "integer", "minimum": 0, "maximum": 10}
+    assert overall["candidate_adherence"] == {"type": "integer", "minimum": 0, "maximum": 10, "enum": list(range(11))}
     assert overall["candidate_reasoning"]["maxLength"] <= 200
     assert per["properties"]["trait_scores"]["required"] == ["factual_accuracy"]
     assert any("answer" in s["properties"] for s in schemas)  # the direct verdict is constrained too

@@ -168,3 +168,27 @@ def test_the_same_tests_apply_to_a_pairwise_rubric_set(project, tmp_path):
     assert set(items["response_source"]) == {"pair:chosen", "pair:rejected"}
     assert (tmp_path / "rs/rubric_set_rs.output_perturbation.transitions.csv").exists()
     assert out["metrics"]["rubric_set_rs.output_perturbation.desired_flip_rate"] == 1.0
+
+
+def test_the_items_table_names_its_source_the_same_way_on_every_machine(tmp_path, monkeypatch):
+    """The items table stores where its rubric items came from (parquet metadata, so in the stage's output hash).
+    A shipped demo is named by its spec, not by the package's install path (an editable install of another
+    checkout wrote another path and another dvc.lock); a project file is named relative to the project, whatever
+    the working folder."""
+    from rubriclab._params_schema import Probe
+    from rubriclab.stages.probe import load_datasets
+
+    project = tmp_path / "proj"
+    (project / "data").mkdir(parents=True)
+    own = project / "data" / "items.jsonl"
+    own.write_text(json.dumps({"prompt_id": "p1", "prompt": "Q?", "completion": "A.",
+                               "rubrics": [{"criterion": "Is correct.", "points": 5, "tags": []}]}) + "\n")
+    monkeypatch.chdir(tmp_path)  # not the project: the repository's src/ is not below it either
+    probe = Probe.model_validate({"datasets": {"demo": {"path": "demo:healthbench"},
+                                               "own": {"path": "data/items.jsonl"}}})
+    frames = load_datasets(project, probe)
+    assert frames["demo"].attrs["file"] == "demo:healthbench"
+    assert frames["own"].attrs["file"] == "data/items.jsonl"
+    written = tmp_path / "items.parquet"
+    frames["demo"].to_parquet(written)
+    assert "demo:healthbench" in json.dumps(pd.read_parquet(written).attrs)

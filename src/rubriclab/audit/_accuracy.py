@@ -100,7 +100,7 @@ def per_rubric_schema(criterion_ids: Sequence[str]) -> dict[str, Any]:
     """JSON schema for a schema-constrained judge: integer 0-10 scores, short reasoning (reasoning first,
     as in the paper's template, so the score follows it)."""
     reason = {"type": "string", "maxLength": REASONING_MAX_CHARS}
-    score = {"type": "integer", "minimum": 0, "maximum": 10}
+    score = {"type": "integer", "minimum": 0, "maximum": 10, "enum": list(range(11))}  # enum: see llm/_schema_bounds
     adherence = {
         "type": "object",
         "properties": {"candidate_reasoning": reason, "candidate_adherence": score,

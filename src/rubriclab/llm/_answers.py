@@ -72,8 +72,10 @@ def _choice(values: list[str], convert: Callable[[str], Any]) -> Callable[[Any],
 
 
 def _int(lo: int, hi: int) -> dict[str, Any]:
-    return {"type": "object", "properties": {"answer": {"type": "integer", "minimum": lo, "maximum": hi}},
-            "required": ["answer"]}
+    # the enum as well as the bounds: llama.cpp's schema grammar ignores minimum/maximum (_schema_bounds), and a
+    # request that states it has another cache key than the replies written before the bounds were enforced
+    answer = {"type": "integer", "minimum": lo, "maximum": hi, "enum": list(range(lo, hi + 1))}
+    return {"type": "object", "properties": {"answer": answer}, "required": ["answer"]}
 
 
 # kind -> (text parser, schema, how to read the JSON answer)

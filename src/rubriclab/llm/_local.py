@@ -29,6 +29,7 @@ from rubriclab.llm._kvstates import ATTR as KV_STATES_ATTR
 from rubriclab.llm._kvstates import KVStates, kv_states
 from rubriclab.llm._loops import REPETITION, LoopStop
 from rubriclab.llm._sampling import grammar_last
+from rubriclab.llm._schema_bounds import enforceable_schema
 from rubriclab.llm._weights import CHAT_MODELS, EMBED_MODELS, chat_weights, locate_model_file
 
 N_CTX = 4096
@@ -195,6 +196,8 @@ def _chat(llm: Any, messages: list, params: dict) -> dict:
         if rf.get("type") == "json_schema":
             schema = (rf.get("json_schema") or {}).get("schema")
             rf = {"type": "json_object", **({"schema": schema} if schema else {})}
+        if rf.get("schema"):  # its converter ignores integer bounds: they go as enums (_schema_bounds)
+            rf = {**rf, "schema": enforceable_schema(rf["schema"])}
         kwargs["response_format"] = rf
     prompt_tokens = llm.tokenize(_format(llm, messages).encode("utf-8"), add_bos=False, special=True)
     _check_context(llm, len(prompt_tokens), kwargs["max_tokens"], "local")

@@ -21,6 +21,7 @@ from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.llm import check_calls, embed_texts, gateway_from_params, panel, roles_from_params
+from rubriclab.paths import display_path
 from rubriclab.probe import (
     PROBE_MODELS,
     demo_items_path,
@@ -58,8 +59,15 @@ def load_datasets(project: Path, probe: Probe, data_files: list[Path] | None = N
     if not specs:
         raise ConfigError("params.yaml: probe.datasets is empty; give at least one rubric-item file "
                           "(or demo:healthbench)")
-    return {name: load_rubric_items(_resolve(project, spec.path), fmt=spec.format, dataset=name, limit=spec.limit,
-                                    seed=seed) for name, spec in specs.items()}
+    out = {}
+    for name, spec in specs.items():
+        path = _resolve(project, spec.path)
+        df = load_rubric_items(path, fmt=spec.format, dataset=name, limit=spec.limit, seed=seed)
+        # provenance that names the same file on every machine: a shipped demo by its spec (its path is wherever
+        # the package is installed), a project file relative to the project (the items table stores it)
+        df.attrs["file"] = spec.path if str(spec.path).startswith("demo:") else display_path(path, project)
+        out[name] = df
+    return out
 
 
 def rubric_set_items(project: Path, probe: Probe, rubric_files: list[Path] | None = None) -> dict[str, pd.DataFrame]:
