@@ -5,9 +5,10 @@ Each call of a call store whose JSON schema has a bounded integer (the audit's a
 the per-rubric judge's adherence scores) is replayed on one engine, both arms per call, alternating which goes
 first: (before) the schema without enums on its bounded integers, as llama.cpp received it before; (now) the
 schema as the engine sends it now. Printed per arm: replies with an integer outside its bounds (each one a parse
-failure the gateway re-asks), generated tokens and seconds; and how many in-bounds replies are identical.
+failure the gateway re-asks), generated tokens and seconds; and how many in-bounds replies are the same text and
+the same JSON value on both arms.
 
-    python benchmarks/schema_bounds.py --store .rubriclab/calls.sqlite [--limit 80]
+    python benchmarks/schema_bounds.py --store .rubriclab/calls.sqlite [--limit 30]   # per stage
 """
 
 from __future__ import annotations
@@ -55,16 +56,20 @@ def _has_bounds(schema: Any) -> bool:
 
 
 def bounded_calls(store: str, limit: int) -> list[dict]:
+    """The first ``limit`` first-attempt calls of each stage and schema (score vs per-rubric) with a bounded
+    integer."""
     db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
-    out = []
-    for (raw,) in db.execute("select request from calls where model like 'local/smollm2%' and status = 'ok' "
-                             "and attempt = 0 order by created_at"):
+    out: list[dict] = []
+    taken: dict[tuple[str, str], int] = {}
+    for stage, raw in db.execute("select stage, request from calls where model like 'local/smollm2%' and "
+                                 "status = 'ok' and attempt = 0 order by created_at"):
         req = json.loads(raw)
         schema = ((req.get("params") or {}).get("response_format") or {}).get("schema")
         if schema and _has_bounds(schema):
-            out.append(req)
-        if len(out) >= limit:
-            break
+            group = (stage, ",".join(sorted(schema.get("properties") or {})))
+            if taken.get(group, 0) < limit:
+                taken[group] = taken.get(group, 0) + 1
+                out.append(req)
     if not out:
         raise SystemExit(f"{store}: no embedded call with a bounded integer in its schema; run `make repro` first")
     return out
@@ -73,7 +78,8 @@ def bounded_calls(store: str, limit: int) -> list[dict]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", required=True, help="a finished run's call store (.rubriclab/calls.sqlite)")
-    ap.add_argument("--limit", type=int, default=80, help="the first N such calls (first attempts only)")
+    ap.add_argument("--limit", type=int, default=30,
+                    help="the first N such calls of each stage and schema (first attempts only)")
     args = ap.parse_args()
 
     from rubriclab.llm import _local
@@ -83,7 +89,7 @@ def main() -> int:
     llm = _local.load_chat_model(chat_weights("smollm2-135m"))
     arms = {"bounds as converted (before)": _without_enums, "bounds as enums (now)": enforceable_schema}
     stats = {name: {"out": 0, "not_json": 0, "tokens": 0, "s": 0.0} for name in arms}
-    same = in_both = 0
+    same = same_value = in_both = 0
     reqs = bounded_calls(args.store, args.limit)
     for i, req in enumerate(reqs):
         params = dict(req.get("params") or {})
@@ -108,13 +114,16 @@ def main() -> int:
         if all(b == 0 for _, b in replies.values()):
             in_both += 1
             same += len({t for t, _ in replies.values()}) == 1
+            same_value += len({json.dumps(json.loads(t), sort_keys=True) for t, _ in replies.values()}) == 1
         print(f"\r{i + 1}/{len(reqs)}", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
-    print(f"{len(reqs)} first-attempt calls with a bounded integer in their schema, replayed on both arms")
+    print(f"{len(reqs)} first-attempt calls with a bounded integer in their schema (at most {args.limit} per stage "
+          "and schema), replayed on both arms")
     print(f"{'arm':30} {'out of bounds':>13} {'not JSON':>8} {'tokens':>7} {'seconds':>8}")
     for name, s in stats.items():
         print(f"{name:30} {s['out']:13d} {s['not_json']:8d} {s['tokens']:7d} {s['s']:8.1f}")
-    print(f"replies in bounds on both arms: {in_both}, identical on both: {same}")
+    print(f"replies in bounds on both arms: {in_both}; the same text on both: {same}; the same JSON value: "
+          f"{same_value} (the enum's grammar allows no space after the number, the integer's did)")
     return 0 if stats["bounds as enums (now)"]["out"] == 0 else 1
 
 
