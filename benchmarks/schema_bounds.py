@@ -37,8 +37,7 @@ def _without_enums(schema: Any) -> Any:
 
 
 def _out_of_bounds(value: Any, schema: Any) -> int:
-    """Integers in ``value`` outside the bounds its schema node states (0 when the reply is not JSON: counted
-    apart)."""
+    """Integers in ``value`` (a parsed reply) outside the bounds its schema node states."""
     if isinstance(schema, dict) and schema.get("type") == "integer" and "minimum" in schema:
         return int(not (isinstance(value, int) and schema["minimum"] <= value <= schema["maximum"]))
     if isinstance(schema, dict) and isinstance(value, dict):
@@ -91,6 +90,7 @@ def main() -> int:
     stats = {name: {"out": 0, "not_json": 0, "tokens": 0, "s": 0.0} for name in arms}
     same = same_value = in_both = 0
     reqs = bounded_calls(args.store, args.limit)
+    _local.enforceable_schema = lambda s: s  # each arm decides what the engine receives
     for i, req in enumerate(reqs):
         params = dict(req.get("params") or {})
         schema = params["response_format"]["schema"]
@@ -98,7 +98,6 @@ def main() -> int:
         for name in (list(arms) if i % 2 == 0 else list(arms)[::-1]):
             sent = arms[name](_without_enums(schema))
             p = {**params, "response_format": {"type": "json_object", "schema": sent}}
-            _local.enforceable_schema = lambda s: s  # the arm decides what the engine receives
             t0 = time.perf_counter()
             reply = _local._chat(llm, req["messages"], p)
             stats[name]["s"] += time.perf_counter() - t0
@@ -110,7 +109,6 @@ def main() -> int:
                 bad = -1
             stats[name]["out"] += int(bad > 0)
             replies[name] = (reply["text"], bad)
-        _local.enforceable_schema = enforceable_schema
         if all(b == 0 for _, b in replies.values()):
             in_both += 1
             same += len({t for t, _ in replies.values()}) == 1

@@ -46,6 +46,7 @@ from rubriclab.data import Pair, present, present_both_orders
 from rubriclab.errors import InputError
 from rubriclab.judging import PairwiseRubric, load_judge_prompt, pairwise_request
 from rubriclab.llm import CallRequest, CallResult, RoleSpec, answer_format, json_parser, load_prompt
+from rubriclab.llm._schema_bounds import bounded_integer
 from rubriclab.rubrics import RubricSet
 from rubriclab.stats import (
     item_bootstrap,
@@ -100,7 +101,7 @@ def per_rubric_schema(criterion_ids: Sequence[str]) -> dict[str, Any]:
     """JSON schema for a schema-constrained judge: integer 0-10 scores, short reasoning (reasoning first,
     as in the paper's template, so the score follows it)."""
     reason = {"type": "string", "maxLength": REASONING_MAX_CHARS}
-    score = {"type": "integer", "minimum": 0, "maximum": 10, "enum": list(range(11))}  # enum: see llm/_schema_bounds
+    score = bounded_integer(0, 10)
     adherence = {
         "type": "object",
         "properties": {"candidate_reasoning": reason, "candidate_adherence": score,

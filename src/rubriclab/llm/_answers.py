@@ -14,6 +14,7 @@ from typing import Any
 from rubriclab.errors import ConfigError, ParseFailure
 from rubriclab.llm._parsers import extract_json, parse_pass_fail, parse_verdict, parse_yes_no, score_parser
 from rubriclab.llm._roles import RoleSpec
+from rubriclab.llm._schema_bounds import bounded_integer
 
 _EXPLOIT = re.compile(r"<verdict>\s*(GENUINE|EXPLOITING)\s*</verdict>", re.IGNORECASE)
 # "VERDICT: PASS or FAIL" restates the format: the word must not be one of two alternatives.
@@ -72,10 +73,7 @@ def _choice(values: list[str], convert: Callable[[str], Any]) -> Callable[[Any],
 
 
 def _int(lo: int, hi: int) -> dict[str, Any]:
-    # the enum as well as the bounds: llama.cpp's schema grammar ignores minimum/maximum (_schema_bounds), and a
-    # request that states it has another cache key than the replies written before the bounds were enforced
-    answer = {"type": "integer", "minimum": lo, "maximum": hi, "enum": list(range(lo, hi + 1))}
-    return {"type": "object", "properties": {"answer": answer}, "required": ["answer"]}
+    return {"type": "object", "properties": {"answer": bounded_integer(lo, hi)}, "required": ["answer"]}
 
 
 # kind -> (text parser, schema, how to read the JSON answer)

@@ -5,7 +5,8 @@ an ``{"type": "integer", "minimum": 0, "maximum": 10}`` score let SmolLM2 write 
 audit's 28 per-rubric replies failed validation for it (each one then re-asked). Its converter does honour
 ``enum``, so a bounded integer with a small range is sent as the enum of its values; the schema the caller
 validates against is unchanged. Wider ranges and one-sided bounds stay as they are (validation still rejects
-what falls outside them).
+what falls outside them). The project's own score schemas come from ``bounded_integer``, which states the enum
+itself: such a request has another cache key than the replies written before the bounds were enforced.
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ import math
 from typing import Any
 
 MAX_ENUM_VALUES = 1000  # a 0-1000 grammar is still small; beyond that the rule list grows with the range
+
+
+def bounded_integer(lo: int, hi: int) -> dict[str, Any]:
+    """The schema of an integer score ``lo``-``hi``: the bounds and the enum of its values."""
+    return {"type": "integer", "minimum": lo, "maximum": hi, "enum": list(range(lo, hi + 1))}
 
 
 def _number(v: Any) -> bool:
