@@ -382,9 +382,12 @@ def reliability_dvc_yaml(*, drift: bool = True, probe: bool = True, python: str 
 
 
 def repro_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment a stage subprocess gets: no network, a fake provider key, no MLflow URI from outside."""
+    """The environment a stage subprocess gets: no network, a fake provider key, no MLflow URI from outside.
+    ``DVC_NO_ANALYTICS``: `dvc init` runs before a project can say ``core.analytics false``, and with analytics on
+    each dvc command starts a detached daemon that tries to post a usage report."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "DVC_"))}
-    env.update({"OPENAI_API_KEY": "sk-fake", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1",
+    env.update({"DVC_NO_ANALYTICS": "1",
+                "OPENAI_API_KEY": "sk-fake", "LITELLM_LOCAL_MODEL_COST_MAP": "True", "HF_HUB_OFFLINE": "1",
                 "HF_DATASETS_OFFLINE": "1", "TQDM_DISABLE": "1", "PYTHONUNBUFFERED": "1",
                 "GIT_AUTHOR_NAME": "rubriclab", "GIT_AUTHOR_EMAIL": "rubriclab@localhost",
                 "GIT_COMMITTER_NAME": "rubriclab", "GIT_COMMITTER_EMAIL": "rubriclab@localhost"})
