@@ -1,9 +1,9 @@
 """Speculative decoding with prompt-lookup drafts on the embedded engine: measured, not adopted (issue 25).
 
 llama-cpp-python can verify drafted tokens in one batched decode (``LlamaPromptLookupDecoding``: the draft is what
-followed the last n-gram's previous occurrence in the prompt or the reply so far). Every accepted draft token is
-sampled from the same logits as one-by-one decoding, so replies stay the same; whether it is faster depends on what
-a batched decode costs against one token's. This script measures both, in one process:
+followed the last n-gram's previous occurrence in the prompt or the reply so far). It would keep replies only if a
+token got the same logits in a batch as alone, and it is faster only if a batched decode costs little more than one
+token's. This script measures both, in one process:
 
 1. the cost of decoding k tokens in one batch after a 500-token context (k = 1 … 16), best of 30;
 2. whether a token's logits are the same decoded alone or in a batch (they are not: llama.cpp's batched matrix
@@ -16,7 +16,7 @@ The engine's stock wiring does not serve drafts (its logits buffer holds ``n_bat
 gets logits), so the drafting engine here gets a logits buffer of ``n_ctx`` rows and logits for every token of a
 short (draft-sized) decode; the prompt itself is decoded as before, last token only.
 
-    python benchmarks/prompt_lookup.py --store .rubriclab/calls.sqlite     # after `make repro`; ~5 minutes
+    python benchmarks/prompt_lookup.py --store .rubriclab/calls.sqlite     # after `make repro`; ~3 minutes
 """
 
 from __future__ import annotations
@@ -39,6 +39,19 @@ GROUPS = (
 )
 
 
+TEXT = b"The judge reads both answers and scores each criterion carefully. "
+
+
+def _llama(path: object, **extra: object) -> object:
+    """A llama.cpp model with the embedded engine's settings (``_local.load_chat_model``) plus ``extra``."""
+    from llama_cpp import Llama
+
+    from rubriclab.llm import _local
+
+    return Llama(model_path=str(path), n_ctx=_local.N_CTX, n_threads=_local.local_threads(), verbose=False, seed=0,
+                 **extra)
+
+
 def stored_requests(store: str, condition: str, limit: int) -> list[dict]:
     db = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     rows = db.execute(f"select request from calls where model like 'local/smollm2%' and status = 'ok' and attempt = 0 "
@@ -49,7 +62,6 @@ def stored_requests(store: str, condition: str, limit: int) -> list[dict]:
 def engines(draft_tokens: int) -> tuple[object, object, dict]:
     """(plain, drafting, counts): the engine as `_local.load_chat_model` builds it, and the same with drafts."""
     import numpy as np
-    from llama_cpp import Llama
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
     from rubriclab.llm import _local
@@ -58,8 +70,7 @@ def engines(draft_tokens: int) -> tuple[object, object, dict]:
 
     path = chat_weights("smollm2-135m")
     plain = _local.load_chat_model(path)
-    llm = Llama(model_path=str(path), n_ctx=_local.N_CTX, n_threads=_local.local_threads(), verbose=False, seed=0,
-                draft_model=LlamaPromptLookupDecoding(num_pred_tokens=draft_tokens))
+    llm = _llama(path, draft_model=LlamaPromptLookupDecoding(num_pred_tokens=draft_tokens))
     llm.scores = np.ndarray((_local.N_CTX, llm.n_vocab()), dtype=np.single)
     counts = {"decodes": 0, "tokens": 0}
     evaluate = llm.eval
@@ -78,7 +89,7 @@ def engines(draft_tokens: int) -> tuple[object, object, dict]:
 
 def batch_costs(llm: object) -> dict[int, float]:
     """Milliseconds to decode k tokens in one batch after a 500-token context (best of 30)."""
-    tokens = llm.tokenize(b"The judge reads both answers and scores each criterion carefully. " * 80, add_bos=False)
+    tokens = llm.tokenize(TEXT * 80, add_bos=False)
     llm.reset()
     llm.eval(tokens[:500])
     out = {}
@@ -98,13 +109,9 @@ def batched_logits_differ(path: object) -> tuple[float, bool]:
     """Eight tokens after a 200-token context decoded one by one and then in batches of two: the largest logit
     difference and whether every position's argmax agrees."""
     import numpy as np
-    from llama_cpp import Llama
 
-    from rubriclab.llm import _local
-
-    llm = Llama(model_path=str(path), n_ctx=_local.N_CTX, n_threads=_local.local_threads(), verbose=False, seed=0,
-                logits_all=True)
-    tokens = llm.tokenize(b"The judge reads both answers and scores each criterion carefully. " * 20, add_bos=False)
+    llm = _llama(path, logits_all=True)
+    tokens = llm.tokenize(TEXT * 20, add_bos=False)
     rows = []
     for step in (1, 2):
         llm.reset()
