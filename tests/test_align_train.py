@@ -178,3 +178,19 @@ def test_sequence_logprobs_evaluate_each_distinct_sequence_once_in_input_order(p
         assert len(forwards) == 1 and np.array_equal(again, together[::-1])  # all from the memo
     finally:
         hook.remove()
+
+
+def test_an_adapter_loaded_for_inference_is_merged_and_computes_the_adapted_model(policy, trained):
+    from peft import PeftModel
+
+    adapter = trained["plain"]["out_dir"]
+    merged = load_policy(policy, adapter=adapter)
+    adapted = load_policy(policy, adapter=adapter, training=True).eval()  # training keeps the PEFT wrapper
+    assert not isinstance(merged, PeftModel) and isinstance(adapted, PeftModel)
+    assert not any("lora" in name for name, _ in merged.named_parameters())
+    ids = load_tokenizer(policy)("How do I do task 1? " + GOOD[1], return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        got, want = merged(ids).logits, adapted(ids).logits
+        base = load_policy(policy)(ids).logits
+    assert torch.allclose(got, want, atol=1e-4)  # the merge is the adapted model, up to float rounding
+    assert not torch.allclose(base, want, atol=1e-3)  # and the adapter moved it: the comparison can fail
