@@ -95,7 +95,6 @@ def test_training_keeps_float32_master_weights_on_every_device(policy, tmp_path,
     bf16 autocast (TrainingArguments bf16=True over float32 parameters) on cuda. Checked without a GPU: the device
     is forced, the move to it is skipped and the trainer is a stand-in that records what it was given."""
     import transformers
-    import trl
 
     from rubriclab.align import _train
 
@@ -108,7 +107,7 @@ def test_training_keeps_float32_master_weights_on_every_device(policy, tmp_path,
     monkeypatch.setattr(_train, "pick_device", lambda _: device)
     monkeypatch.setattr(transformers.PreTrainedModel, "to", lambda self, *a, **k: self)
     monkeypatch.setattr(transformers.training_args, "is_torch_bf16_gpu_available", lambda: True)
-    monkeypatch.setattr(trl, "DPOTrainer", trainer)
+    monkeypatch.setattr(_train, "shared_reference_trainer", lambda memo: trainer)  # the DPOTrainer subclass
     with pytest.raises(_Stop):
         train_dpo(policy, _rows(2), SETTINGS, tmp_path / "a")
     assert seen == {"dtypes": {torch.float32}, "bf16": bf16, "use_cpu": device == "cpu"}
@@ -194,3 +193,24 @@ def test_an_adapter_loaded_for_inference_is_merged_and_computes_the_adapted_mode
         base = load_policy(policy)(ids).logits
     assert torch.allclose(got, want, atol=1e-4)  # the merge is the adapted model, up to float rounding
     assert not torch.allclose(base, want, atol=1e-3)  # and the adapter moved it: the comparison can fail
+
+
+def test_trainings_sharing_a_reference_memo_evaluate_each_pair_once_and_train_the_same(policy, trained, tmp_path):
+    rows = trained["rows"]
+    memo: dict = {}
+    first = train_dpo(policy, rows.iloc[:4], SETTINGS, tmp_path / "first", reference_memo=memo)
+    assert first["reference_passes"] == 4 and len(memo) == 8  # each pair once: its chosen and rejected sequence
+    flipped = rows.rename(columns={"chosen": "rejected", "rejected": "chosen"})
+    second = train_dpo(policy, flipped, SETTINGS, tmp_path / "second", reference_memo=memo)
+    assert second["reference_passes"] == 4 and len(memo) == 16  # pairs 0-3 (swapped roles) came from the memo
+    # the same losses as the flipped training with its own memo: the memo's values went to the right sequences
+    np.testing.assert_allclose(second["history"]["loss"], trained["flipped"]["history"]["loss"], atol=1e-5)
+
+
+def test_precomputed_reference_values_train_as_trls_own_reference_pass(policy, trained, tmp_path):
+    inline = DPOSettings(SETTINGS.dpo, SETTINGS.seed, {"precompute_ref_log_probs": False})
+    res = train_dpo(policy, trained["rows"], inline, tmp_path / "inline")
+    assert res["reference_passes"] == 0  # TRL evaluated the reference inside each step
+    np.testing.assert_allclose(res["history"]["loss"], trained["plain"]["history"]["loss"], atol=1e-5)
+    np.testing.assert_allclose(res["history"]["rewards/margins"], trained["plain"]["history"]["rewards/margins"],
+                               atol=1e-5)

@@ -21,6 +21,7 @@ import pandas as pd
 
 from rubriclab._params_schema import Data, Dpo, Params
 from rubriclab.align._policy import chat_prompt, load_policy, load_tokenizer, pick_device, require_align
+from rubriclab.align._reference import shared_reference_trainer
 from rubriclab.atomic import write_json, write_text
 from rubriclab.errors import InputError
 from rubriclab.paths import display_path
@@ -106,18 +107,22 @@ def dpo_config(settings: DPOSettings, device: str, steps: int, work: Path, progr
         max_length=d.max_length, max_grad_norm=d.max_grad_norm, logging_steps=1,
         report_to=[], save_strategy="no", seed=settings.seed, data_seed=settings.seed,
         use_cpu=device == "cpu", bf16=device == "cuda", gradient_checkpointing=False,
-        disable_tqdm=not progress, **settings.extra)
+        disable_tqdm=not progress,
+        # the reference's values once per distinct sequence (align._reference), unless ``extra`` says otherwise
+        **{"precompute_ref_log_probs": True, **settings.extra})
 
 
 def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: str | Path, *,
-              run: Any = None, progress: bool = False) -> dict[str, Any]:
+              run: Any = None, progress: bool = False, reference_memo: dict | None = None) -> dict[str, Any]:
     """Train one DPO policy from ``source`` on ``rows`` (prompt, chosen, rejected); save it to ``out_dir``.
 
     Returns ``{"history": DataFrame(step, loss, rewards/margins, …), "out_dir", "steps", "seconds",
-    "seconds_per_step", "device", "n_pairs"}``. ``run``: an MLflow RunHandle for the step metrics."""
+    "seconds_per_step", "device", "n_pairs", "reference_passes"}``. ``run``: an MLflow RunHandle for the step
+    metrics. ``reference_memo``: the reference log-probabilities of earlier trainings from the same ``source`` with
+    the same settings (filled here); a pair whose sequences it holds is not evaluated again (``reference_passes``
+    counts the pairs that were)."""
     require_align()
     import torch
-    from trl import DPOTrainer
 
     device = pick_device(settings.dpo.device)
     torch.manual_seed(settings.seed)
@@ -137,8 +142,9 @@ def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: s
                                  task_type="CAUSAL_LM")
     model = load_policy(source, device=device, training=True).train()  # float32 master weights
     history: list[dict[str, Any]] = []
-    trainer = DPOTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
-                         peft_config=peft_config, callbacks=[_callback(run, history)])
+    trainer_class = shared_reference_trainer({} if reference_memo is None else reference_memo)
+    trainer = trainer_class(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
+                            peft_config=peft_config, callbacks=[_callback(run, history)])
     started = time.perf_counter()
     trainer.train()
     seconds = time.perf_counter() - started
@@ -152,7 +158,8 @@ def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: s
     frame = pd.DataFrame([h for h in history if "loss" in h])
     done = int(trainer.state.global_step)
     return {"history": frame, "out_dir": out_dir, "steps": done, "seconds": seconds,
-            "seconds_per_step": seconds / max(done, 1), "device": device, "n_pairs": len(dataset)}
+            "seconds_per_step": seconds / max(done, 1), "device": device, "n_pairs": len(dataset),
+            "reference_passes": trainer.reference_passes}
 
 
 def portable_checkpoint(folder: Path, source: str, config: Any) -> None:

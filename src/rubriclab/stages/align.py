@@ -205,6 +205,7 @@ def run_train(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
     trained: dict[str, tuple[str, dict[str, Any]]] = {}  # label-set digest -> (policy, its row)
     before_of: dict[str, np.ndarray] = {}
     base_logprobs: dict[tuple[str, str], float] = {}
+    reference: dict = {}  # the reference's log-probabilities, shared by this stage's trainings (align._reference)
     for rubric in RUBRICS:
         for regime in ctx["regimes"]:
             data = read_labels(ctx, rubric, regime)
@@ -226,7 +227,8 @@ def run_train(ctx: dict[str, Any], run: Any = None) -> dict[str, Any]:
                              "note": f"same label set as {first}: its policy, not retrained"})
                 continue
             with run.trial(f"dpo {name}", settings.to_dict()) if run is not None else nullcontext() as handle:
-                res = train_dpo(source, data, settings, adapter_dir(ctx, rubric, regime), run=handle, progress=True)
+                res = train_dpo(source, data, settings, adapter_dir(ctx, rubric, regime), run=handle, progress=True,
+                                reference_memo=reference)
                 if digest not in before_of:  # the base policy: a sequence shared by two label sets evaluated once
                     before_of[digest] = preference_margins(source, data, device=res["device"], memo=base_logprobs)
                 before = before_of[digest]
