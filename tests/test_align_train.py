@@ -214,3 +214,11 @@ def test_precomputed_reference_values_train_as_trls_own_reference_pass(policy, t
     np.testing.assert_allclose(res["history"]["loss"], trained["plain"]["history"]["loss"], atol=1e-5)
     np.testing.assert_allclose(res["history"]["rewards/margins"], trained["plain"]["history"]["rewards/margins"],
                                atol=1e-5)
+
+
+def test_ld_dpo_reference_values_are_not_shared(policy, trained, tmp_path):
+    memo: dict = {}
+    ld = DPOSettings(SETTINGS.dpo, SETTINGS.seed, {"ld_alpha": 0.5})  # a value depends on the partner's length
+    res = train_dpo(policy, trained["rows"].iloc[:2], ld, tmp_path / "ld", reference_memo=memo)
+    assert memo == {} and res["reference_passes"] == 0  # TRL's own precomputation ran
+    assert res["steps"] == SETTINGS.total_steps(2) and np.isfinite(res["history"]["loss"]).all()

@@ -143,7 +143,7 @@ def load_policy(source: str, adapter: str | Path | None = None, device: str = "c
         from peft import PeftModel
 
         model = PeftModel.from_pretrained(model, str(adapter))
-        if not training:  # W + BA folded in once: ~12% faster generation than the adapter's extra matmuls per layer
+        if not training:  # W + BA folded in once, no extra matmuls per layer: 1.06x on the demo's best-of-n
             model = model.merge_and_unload()
     return model.to(device).eval()
 

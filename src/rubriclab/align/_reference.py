@@ -8,6 +8,7 @@ precomputation path (``precompute_ref_log_probs``: the values become dataset col
 skipped) a memo keyed by the tokens TRL would evaluate (after its truncation to ``max_length``), so a sequence that
 an earlier training of the stage evaluated is not evaluated again. Each pair is evaluated alone (its chosen and
 rejected sequences padded to each other only), so a sequence's value does not depend on which training met it first.
+With ``ld_alpha`` (LD-DPO: a sequence's value depends on its partner's length) TRL's own precomputation runs instead.
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ def _sequence_keys(batch: dict[str, Any]) -> list[Key]:
 
 def shared_reference_trainer(memo: dict[Key, float]) -> type:
     """A DPOTrainer subclass whose reference log-probabilities come from ``memo`` (filled as it goes). Train it with
-    ``precompute_ref_log_probs=True``; ``memo`` must only ever hold values of the one reference model it is used with.
-    """
+    ``precompute_ref_log_probs=True``; ``memo`` must only ever hold values of the one reference model (and DPO
+    settings) it is used with."""
     import torch
     from trl import DPOTrainer
 
@@ -37,6 +38,8 @@ def shared_reference_trainer(memo: dict[Key, float]) -> type:
         reference_passes = 0  # pairs this trainer evaluated (the others came from the memo)
 
         def _precompute_ref_logps(self, dataset: Any, name: str, batch_size: int) -> Any:
+            if self.ld_alpha is not None:  # a value per (chosen, rejected) pair, not per sequence: nothing to share
+                return super()._precompute_ref_logps(dataset, name, batch_size)
             model = self.ref_model or self.model
             device = self.accelerator.device
             chosen, rejected = [], []
