@@ -31,7 +31,6 @@ def shared_reference_trainer(memo: dict[Key, float]) -> type:
     """A DPOTrainer subclass whose reference log-probabilities come from ``memo`` (filled as it goes). Train it with
     ``precompute_ref_log_probs=True``; ``memo`` must only ever hold values of the one reference model (and DPO
     settings) it is used with."""
-    import torch
     from trl import DPOTrainer
 
     class SharedReferenceDPOTrainer(DPOTrainer):
@@ -46,11 +45,9 @@ def shared_reference_trainer(memo: dict[Key, float]) -> type:
             for example in dataset:
                 batch = self.data_collator([example])  # rows: [chosen, rejected], truncated as in training
                 keys = _sequence_keys(batch)
-                if not all(k in memo for k in keys):
-                    with torch.no_grad():
-                        values = self.compute_ref_log_probs(model, {k: v.to(device) for k, v in batch.items()})
-                    for key, value in zip(keys, values):
-                        memo[key] = float(value.float().cpu().item())
+                if not all(k in memo for k in keys):  # compute_ref_log_probs runs without grad, adapter off
+                    values = self.compute_ref_log_probs(model, {k: v.to(device) for k, v in batch.items()})
+                    memo.update((key, value.item()) for key, value in zip(keys, values))
                     self.reference_passes += 1
                 chosen.append(memo[keys[0]])
                 rejected.append(memo[keys[1]])
