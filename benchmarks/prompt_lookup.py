@@ -60,7 +60,8 @@ def stored_requests(store: str, condition: str, limit: int) -> list[dict]:
 
 
 def engines(draft_tokens: int) -> tuple[object, object, dict]:
-    """(plain, drafting, counts): the engine as `_local.load_chat_model` builds it, and the same with drafts."""
+    """(plain, drafting, counts): the engine as `_local.load_chat_model` built it before forced runs, and the same
+    with drafts."""
     import numpy as np
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
@@ -69,7 +70,8 @@ def engines(draft_tokens: int) -> tuple[object, object, dict]:
     from rubriclab.llm._weights import chat_weights
 
     path = chat_weights("smollm2-135m")
-    plain = _local.load_chat_model(path)
+    # forced runs off in both (they were not in the engine when this was measured, and they drive generate() too)
+    plain = grammar_last(_local.guard_prefix_reuse(_llama(path), kv_state_bytes=_local.KV_STATE_BYTES), jump=False)
     llm = _llama(path, draft_model=LlamaPromptLookupDecoding(num_pred_tokens=draft_tokens))
     llm.scores = np.ndarray((_local.N_CTX, llm.n_vocab()), dtype=np.single)
     counts = {"decodes": 0, "tokens": 0}
@@ -83,7 +85,7 @@ def engines(draft_tokens: int) -> tuple[object, object, dict]:
         return evaluate(tokens)
 
     llm.eval = eval_with_draft_logits
-    drafting = grammar_last(_local.guard_prefix_reuse(llm, kv_state_bytes=_local.KV_STATE_BYTES))
+    drafting = grammar_last(_local.guard_prefix_reuse(llm, kv_state_bytes=_local.KV_STATE_BYTES), jump=False)
     return plain, drafting, counts
 
 

@@ -28,7 +28,7 @@ from rubriclab.errors import MissingDependencyError, ModelCallError
 from rubriclab.llm._kvstates import ATTR as KV_STATES_ATTR
 from rubriclab.llm._kvstates import KVStates, kv_states
 from rubriclab.llm._loops import REPETITION, LoopStop
-from rubriclab.llm._sampling import grammar_last
+from rubriclab.llm._sampling import compact_json_grammar, grammar_last
 from rubriclab.llm._schema_bounds import enforceable_schema
 from rubriclab.llm._weights import CHAT_MODELS, EMBED_MODELS, chat_weights, locate_model_file
 
@@ -182,7 +182,7 @@ def _check_context(llm: Any, n_prompt: int, max_tokens: int, model: str) -> None
             model=model, llm_provider="local")
 
 
-def _chat(llm: Any, messages: list, params: dict) -> dict:
+def _chat(llm: Any, messages: list, params: dict, compact_json: bool = True) -> dict:
     kwargs: dict[str, Any] = {
         "temperature": float(params.get("temperature", 0.0)),
         "max_tokens": int(params.get("max_tokens", 256)),
@@ -198,7 +198,13 @@ def _chat(llm: Any, messages: list, params: dict) -> dict:
             rf = {"type": "json_object", **({"schema": schema} if schema else {})}
         if rf.get("schema"):  # its converter ignores integer bounds: they go as enums (_schema_bounds)
             rf = {**rf, "schema": enforceable_schema(rf["schema"])}
-        kwargs["response_format"] = rf
+        if rf.get("schema") and compact_json:
+            try:
+                kwargs["grammar"] = compact_json_grammar(rf["schema"])
+            except Exception:  # a schema the converter cannot take: the library's own fallback (any JSON)
+                kwargs["response_format"] = rf
+        else:
+            kwargs["response_format"] = rf
     prompt_tokens = llm.tokenize(_format(llm, messages).encode("utf-8"), add_bos=False, special=True)
     _check_context(llm, len(prompt_tokens), kwargs["max_tokens"], "local")
     loop = loop_guard(llm, kwargs)
@@ -220,7 +226,7 @@ def loop_guard(llm: Any, kwargs: dict) -> LoopStop | None:
     """The loop stop for a greedy reply without a grammar (``_loops``); None otherwise: inside a grammar a repeated
     block is often the shape asked for (the extractor's JSON list of similar criteria repeats 41-token blocks in
     replies that end well), and at T>0 a loop can break."""
-    if kwargs["temperature"] == 0 and "response_format" not in kwargs:
+    if kwargs["temperature"] == 0 and "response_format" not in kwargs and "grammar" not in kwargs:
         return LoopStop(llm.token_eos())
     return None
 
