@@ -9,7 +9,7 @@ import json
 import pytest
 
 from rubriclab.llm._local import N_CTX, _chat, guard_prefix_reuse, load_chat_model, local_threads
-from rubriclab.llm._sampling import GrammarLastSampler, grammar_last
+from rubriclab.llm._sampling import GrammarLastSampler, compact_json_grammar, grammar_last
 from rubriclab.llm._weights import chat_weights
 
 VERDICT = {"type": "object", "properties": {"reasoning": {"type": "string", "maxLength": 120},
@@ -165,3 +165,12 @@ def test_json_replies_have_no_space_outside_strings(engines):
         out = _chat(llm, [{"role": "user", "content": PROMPTS[1]}], _params(SCORE, 1.0, seed))
         value = json.loads(out["text"])
         assert out["text"] == json.dumps(value, separators=(",", ":")), out["text"]
+
+
+def test_a_schema_llama_cpp_cannot_convert_falls_back_to_its_json_grammar(engines):
+    *_, llm = engines
+    with pytest.raises(AssertionError):  # llama-cpp-python's converter refuses it ...
+        compact_json_grammar({"type": "foo"})
+    # ... and the engine then asks for the library's own fallback (any JSON object) instead of failing the call
+    out = _chat(llm, [{"role": "user", "content": PROMPTS[1]}], _params({"type": "foo"}, 0.0, max_tokens=24))
+    assert out["text"].startswith("{"), out
