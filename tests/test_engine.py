@@ -189,10 +189,10 @@ def test_a_stage_killed_by_sigill_names_the_signal_and_resumes_without_repeating
     from rubriclab.tracking import tracking_uri
 
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    # scripts/stage runs `$RUBRICLAB_PYTHON -m rubriclab.stages.NAME ARGS`: this interpreter runs the stage above
+    # scripts/stage runs `$RUBRICLAB_PYTHON -m rubriclab.stages NAME ARGS`: this interpreter runs the stage above
     (tmp_path / "crashy.py").write_text(_STAGE)
     interpreter = tmp_path / "python"
-    interpreter.write_text(f'#!/bin/sh\nshift 2\nexec {shlex.quote(sys.executable)} {tmp_path / "crashy.py"} "$@"\n')
+    interpreter.write_text(f'#!/bin/sh\nshift 3\nexec {shlex.quote(sys.executable)} {tmp_path / "crashy.py"} "$@"\n')
     interpreter.chmod(0o755)
     env = dict(os.environ, RUBRICLAB_PYTHON=str(interpreter))
     env.pop("MLFLOW_TRACKING_URI", None)

@@ -106,14 +106,14 @@ def test_launcher_prefers_rubriclab_python_then_project_venv_then_python3(launch
     bin_dir = tmp_path / "bin"
     _fake_python(bin_dir / "python3", "path-python3")
     path = f"{bin_dir}:/usr/bin:/bin"
-    assert _launch(project, {"PATH": path}, "data") == "path-python3 [-m] [rubriclab.stages.data]"
+    assert _launch(project, {"PATH": path}, "data") == "path-python3 [-m] [rubriclab.stages] [data]"
     _fake_python(project / ".venv/bin/python", "venv")
     # Arguments pass through untouched (one with a space stays one), the module is named by the first.
     assert _launch(project, {"PATH": path}, "audit", "--dataset", "a b") == \
-        "venv [-m] [rubriclab.stages.audit] [--dataset] [a b]"
+        "venv [-m] [rubriclab.stages] [audit] [--dataset] [a b]"
     explicit = _fake_python(tmp_path / "elsewhere/python", "explicit")
     assert _launch(project, {"PATH": path, "RUBRICLAB_PYTHON": str(explicit)}, "discover") == \
-        "explicit [-m] [rubriclab.stages.discover]"
+        "explicit [-m] [rubriclab.stages] [discover]"
 
 
 def test_launcher_without_a_stage_name_is_a_usage_error(launcher_project):

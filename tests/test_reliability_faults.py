@@ -3,6 +3,9 @@ fake OpenAI server (data → discover → audit, drift, probe; align trains a po
 and once with 30% transport faults of all six kinds. The faulty run completes, writes the same outputs, and its
 requests, retries and faults add up exactly: no hidden retry, no re-ask, no parse failure caused by a fault.
 Every role talks to the one server, the embedder included (its requests are faulted like the chat requests).
+The reference run's stages are forked by the warm stage server (rubriclab.stages._server), the faulty run's are fresh
+processes (``RUBRICLAB_STAGE_SERVER=0``): the byte-for-byte comparison also shows a served stage writes what a fresh
+one does.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from rubriclab.testing import (
     reliability_project,
     reliability_responder,
     repro,
+    repro_env,
     session_dir,
     snapshot_outputs,
 )
@@ -38,7 +42,7 @@ def runs(tmp_path_factory):
     with FakeOpenAIServer(responder=reliability_responder, faults=PLAN) as server:
         reliability_project(root, server.url, timeout=TIMEOUT_S)
         t0 = time.monotonic()
-        repro(root)  # raises with dvc's output if the repro fails
+        repro(root, env=repro_env({"RUBRICLAB_STAGE_SERVER": "0"}))  # raises with dvc's output if it fails
         wall = time.monotonic() - t0
         stats = server.stats()
     return {"reference": reference, "root": root, "stats": stats, "wall_s": wall}

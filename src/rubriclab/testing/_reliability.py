@@ -350,12 +350,13 @@ def reliability_params(server_url: str, *, embedder_url: str | None = None, time
 
 
 def _stage(py: str, module: str, args: str = "") -> str:
-    return f"{py} -m rubriclab.stages.{module}{(' ' + args) if args else ''}"
+    return f"{py} -m rubriclab.stages {module}{(' ' + args) if args else ''}"
 
 
 def reliability_dvc_yaml(*, drift: bool = True, probe: bool = True, python: str | None = None) -> dict[str, Any]:
     """dvc.yaml of the reliability project: the real stage definitions' cmd/deps/outs/metrics shape, each
-    command ``<python> -m rubriclab.stages.<name>`` (the interpreter running this, so the venv is used)."""
+    command ``<python> -m rubriclab.stages <name>`` (the interpreter running this, so the venv is used; the stage
+    runs as scripts/stage runs it, forked by the warm stage server)."""
     py = shlex.quote(python or sys.executable)
     stages: dict[str, Any] = {
         "data": {"cmd": _stage(py, "data"), "params": ["data"], "outs": ["outputs/data"],

@@ -1,0 +1,181 @@
+"""The warm stage server (rubriclab.stages._server): a stage forked from it behaves as the same stage started fresh.
+
+Each test starts its clients in a session of their own (its own process group, so its own server) and kills that
+group at the end, server included. The byte-for-byte equality of a served pipeline's outputs with a fresh-process
+one is tests/test_reliability_faults.py's (its faulty run turns the server off).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from rubriclab.stages import _server
+
+# a stand-in stage: what it sees, as JSON on stdout; its stdin on stderr; "sleep" waits for a signal
+STAGE = textwrap.dedent("""
+    import json, os, sys, time
+    from rubriclab.stages._server import UNSAFE
+    if sys.argv[1:] == ["sleep"]:
+        open("stage.pid", "w").write(str(os.getpid()))
+        time.sleep(120)
+    sys.stderr.write("stdin: " + sys.stdin.read())
+    print(json.dumps({"argv": sys.argv[1:], "cwd": os.getcwd(), "var": os.environ.get("STAGE_VAR"),
+                      "pid": os.getpid(), "ppid": os.getppid(), "warm": "litellm" in sys.modules,
+                      "unsafe": [m for m in UNSAFE if m in sys.modules], "main": __name__}))
+    sys.exit(3)
+""")
+CLIENT = "import sys; from rubriclab.stages._server import run; run(sys.argv[1], sys.argv[2:])"
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    (tmp_path / "stand_in_stage.py").write_text(STAGE)
+    procs: list[subprocess.Popen] = []
+    yield tmp_path, procs
+    for p in procs:  # the clients' groups hold their servers
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _client(workdir, *args: str, var: str = "x") -> subprocess.Popen:
+    root, procs = workdir
+    env = dict(os.environ, STAGE_VAR=var)  # the stand-in stage is found in the working directory
+    env.pop("RUBRICLAB_STAGE_SERVER", None)
+    # the first client leads a new process group and the others join it: one key, one server (the fixture kills it)
+    proc = subprocess.Popen([sys.executable, "-c", CLIENT, "stand_in_stage", *args], cwd=root, env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            process_group=procs[0].pid if procs else 0)
+    procs.append(proc)
+    return proc
+
+
+def _finish(proc: subprocess.Popen, stdin: str = "") -> tuple[int, dict, str]:
+    out, err = proc.communicate(stdin, timeout=120)
+    return proc.returncode, (json.loads(out) if out.strip() else {}), err
+
+
+def _server_log() -> str:
+    base = _server.socket_path("x").parent  # every server's log, this test's among them
+    return "".join(p.read_text() for p in sorted(base.glob("*.log")))
+
+
+@pytest.mark.timeout(180)
+def test_a_served_stage_sees_what_a_fresh_one_sees(workdir):
+    root = workdir[0]
+    first = _finish(_client(workdir, "--flag", "a b"), "hello\n")
+    # the first stage of a process group runs itself (and starts the server in the background)
+    assert first[0] == 3 and first[1]["warm"] is False and first[2] == "stdin: hello\n"
+    second = _finish(_client(workdir, "--flag", "a b"), "again\n")
+    assert second[0] == 3, second[2]
+    assert second[2] == "stdin: again\n"  # the caller's stdin and stderr
+    got, fresh = second[1], first[1]
+    assert got["warm"] is True and got["unsafe"] == [] and got["main"] == "__main__"
+    assert {k: got[k] for k in ("argv", "cwd", "var")} == {k: fresh[k] for k in ("argv", "cwd", "var")} == {
+        "argv": ["--flag", "a b"], "cwd": str(root), "var": "x"}
+    assert got["ppid"] != workdir[1][1].pid  # forked by the server, not run by the client
+    assert f"stage process {got['pid']} for stand_in_stage --flag a b" in _server_log()
+
+
+@pytest.mark.timeout(180)
+def test_another_environment_gets_another_server(workdir):
+    _finish(_client(workdir))
+    assert _finish(_client(workdir))[1]["warm"] is True
+    other = _finish(_client(workdir, var="y"))  # a variable read on import could differ: not this server's key
+    assert other[1]["var"] == "y" and other[1]["warm"] is False
+
+
+@pytest.mark.timeout(180)
+def test_a_signal_to_the_client_ends_the_stage_and_becomes_the_clients_status(workdir):
+    root = workdir[0]
+    _finish(_client(workdir))
+    client = _client(workdir, "sleep")
+    pid = _wait_pid(root)
+    assert pid != client.pid
+    client.send_signal(signal.SIGTERM)
+    assert client.wait(timeout=30) == 128 + signal.SIGTERM  # scripts/stage names the signal from this
+    _wait_gone(pid)
+
+
+@pytest.mark.timeout(180)
+def test_a_stage_dies_with_its_sigkilled_client(workdir):
+    root = workdir[0]
+    _finish(_client(workdir))
+    client = _client(workdir, "sleep")
+    pid = _wait_pid(root)
+    client.kill()
+    client.wait(timeout=30)
+    _wait_gone(pid)
+
+
+@pytest.mark.timeout(180)
+def test_a_changed_rubriclab_source_sends_stages_back_to_fresh_processes(workdir):
+    _finish(_client(workdir))
+    assert _finish(_client(workdir))[1]["warm"] is True
+    source = Path(_server.__file__)
+    st = source.stat()
+    try:
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        # the server answers "stale" and exits; the client runs the stage itself
+        assert _finish(_client(workdir))[1]["warm"] is False
+    finally:
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_the_server_is_off_when_asked():
+    assert _server.enabled({}) and _server.enabled({"RUBRICLAB_STAGE_SERVER": "1"})
+    assert not any(_server.enabled({"RUBRICLAB_STAGE_SERVER": v}) for v in ("0", "off", "false", "no"))
+
+
+def test_the_key_covers_the_environment_and_the_working_directory(monkeypatch, tmp_path):
+    key = _server.server_key()
+    monkeypatch.setenv("DVC_STAGE", "another@stage")  # dvc sets it per stage; nothing reads it on import
+    assert _server.server_key() == key
+    monkeypatch.setenv("OMP_NUM_THREADS", "7")
+    assert _server.server_key() != key
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.chdir(tmp_path)
+    assert _server.server_key() != key
+
+
+def test_the_stage_command_rejects_an_unknown_stage():
+    proc = subprocess.run([sys.executable, "-m", "rubriclab.stages", "no_such_stage"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and "no stage module rubriclab.stages.no_such_stage" in proc.stderr
+
+
+def _wait_pid(root: Path) -> int:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        f = root / "stage.pid"
+        if f.exists() and f.read_text():
+            return int(f.read_text())
+        time.sleep(0.05)
+    raise AssertionError("the sleeping stage never started")
+
+
+def _wait_gone(pid: int) -> None:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        # a zombie (dead, not reaped yet by the server) counts as gone
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                return
+        except OSError:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"stage process {pid} still runs")
