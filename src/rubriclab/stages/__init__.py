@@ -1,4 +1,5 @@
-"""DVC stage scripts: ``python -m rubriclab.stages.<name>`` (each a thin ``main``)."""
+"""DVC stage scripts: ``python -m rubriclab.stages NAME`` (scripts/stage; forked by the warm stage server, ``_server``) or
+``python -m rubriclab.stages.NAME`` (a fresh process), each a thin ``main``."""
 
 from __future__ import annotations
 

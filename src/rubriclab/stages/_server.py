@@ -137,6 +137,19 @@ def _recv_line(conn: socket.socket, buf: bytearray) -> dict[str, Any] | None:
     return json.loads(line)
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is dead, only not reaped
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
 def _exit_code(status: int) -> int:
     return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
 
@@ -171,8 +184,10 @@ def run(module: str, args: list[str]) -> NoReturn:
             break
         except InterruptedError:
             continue
-    if done is None:
-        print(f"{module}: the stage server went away before reporting stage process {pid}",
+    if done is None:  # the server alone was killed: its status is lost, but the stage must not outlive this
+        while _alive(pid):
+            time.sleep(0.2)
+        print(f"{module}: the stage server went away before reporting the exit status of stage process {pid}",
               file=sys.stderr)
         os._exit(1)
     os._exit(_exit_code(int(done["status"])))
@@ -220,6 +235,7 @@ def _recv_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
 def serve(path: Path) -> tuple[dict[str, Any], socket.socket] | None:
     """The server's loop. Returns None in the server when it exits; in a forked child, the child's request and its
     client connection (the caller then runs the stage)."""
+    _sweep(path.parent)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     listener.listen(64)
@@ -284,11 +300,23 @@ def serve(path: Path) -> tuple[dict[str, Any], socket.socket] | None:
     finally:
         if os.getpid() == server_pid and _same_socket(path, ident):  # not in a forked child, not another's
             path.unlink(missing_ok=True)
+            path.with_suffix(".log").unlink(missing_ok=True)  # a server that ends by itself leaves no log
     for pid, conn in clients.items():  # only after a "stale" answer: let the running stages finish and report
         _, status = os.waitpid(pid, 0)
         _send(conn, {"status": status})
         conn.close()
     return None
+
+
+def _sweep(folder: Path, older_than_s: float = 86400) -> None:
+    """Remove what killed servers left (a socket, its log and lock) more than a day ago."""
+    cutoff = time.time() - older_than_s
+    for f in folder.iterdir():
+        try:
+            if f.suffix in (".sock", ".log", ".lock") and f.lstat().st_mtime < cutoff:
+                f.unlink()
+        except OSError:
+            pass
 
 
 def _same_socket(path: Path, ident: int) -> bool:
