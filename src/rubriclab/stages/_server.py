@@ -46,8 +46,9 @@ _HEADER = struct.Struct("!I")
 
 
 def enabled(env: dict[str, str] | None = None) -> bool:
-    return (env if env is not None else os.environ).get("RUBRICLAB_STAGE_SERVER", "1").lower() not in (
-        "0", "false", "no", "off")
+    """On unless ``RUBRICLAB_STAGE_SERVER`` is 0/false/no/off; Linux only (macOS frameworks are not fork-safe)."""
+    return sys.platform.startswith("linux") and (env if env is not None else os.environ).get(
+        "RUBRICLAB_STAGE_SERVER", "1").lower() not in ("0", "false", "no", "off")
 
 
 def _flags() -> list[str]:
@@ -171,13 +172,14 @@ def run(module: str, args: list[str]) -> NoReturn:
         first = _recv_line(conn, buf)
     except (TimeoutError, OSError):
         first = None
-    if first is None or first.get("stale"):  # no answer, or a rubriclab file changed since the server loaded it
-        conn.close()
+    if first is None or not first.get("ready"):  # no answer in time, or "stale": a rubriclab file changed since
+        conn.close()  # the server loaded it; without our "go" the server forks nothing for this request
         run_direct(module, args)
-    pid = int(first["pid"])
+    conn.settimeout(None)
+    conn.sendall(b"go\n")
+    pid = int(_recv_line(conn, buf)["pid"])
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, lambda s, _f: os.kill(pid, s))
-    conn.settimeout(None)
     while True:
         try:
             done = _recv_line(conn, buf)
@@ -214,6 +216,13 @@ def _stale(sources: dict[str, tuple[int, int]]) -> bool:
         if (st.st_mtime_ns, st.st_size) != sig:
             return True
     return False
+
+
+def _recv_exactly(conn: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n and (chunk := conn.recv(n - len(data))):
+        data += chunk
+    return data
 
 
 def _recv_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
@@ -268,7 +277,7 @@ def serve(path: Path) -> tuple[dict[str, Any], socket.socket] | None:
                 conn, _ = listener.accept()
             except TimeoutError:
                 continue
-            conn.settimeout(None)
+            conn.settimeout(10)  # a client sends its request and its "go" at once
             try:
                 request, fds = _recv_request(conn)
             except (ValueError, OSError):
@@ -283,6 +292,17 @@ def serve(path: Path) -> tuple[dict[str, Any], socket.socket] | None:
                     last = time.monotonic()
                     continue
                 break
+            _send(conn, {"ready": True})
+            try:  # a client that stopped waiting (it runs the stage itself) sends no "go": nothing is forked
+                go = _recv_exactly(conn, 3) == b"go\n"
+            except OSError:
+                go = False
+            if not go:
+                for fd in fds:
+                    os.close(fd)
+                conn.close()
+                continue
+            conn.settimeout(None)
             sys.stdout.flush()
             sys.stderr.flush()
             pid = os.fork()
