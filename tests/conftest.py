@@ -26,6 +26,7 @@ FIRST = (
     "test_secrets_allowlist.py",
     "test_align_policy.py",
     "test_llm_local.py",
+    "test_stage_server.py",
     "test_report.py",
     "test_audit_stage.py",
     "test_align_stage.py",

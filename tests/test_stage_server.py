@@ -65,9 +65,18 @@ def _finish(proc: subprocess.Popen, stdin: str = "") -> tuple[int, dict, str]:
     return proc.returncode, (json.loads(out) if out.strip() else {}), err
 
 
-def _server_log() -> str:
-    base = _server.socket_path("x").parent  # every server's log, this test's among them
-    return "".join(p.read_text() for p in sorted(base.glob("*.log")))
+def _server_log(workdir) -> str:
+    """The log of the server of this test's process group (its key is computed in a process of the group)."""
+    return Path(_socket_path(workdir)).with_suffix(".log").read_text()
+
+
+def _socket_path(workdir) -> str:
+    root, procs = workdir
+    env = dict(os.environ, STAGE_VAR="x")
+    env.pop("RUBRICLAB_STAGE_SERVER", None)
+    return subprocess.run([sys.executable, "-c", "from rubriclab.stages._server import socket_path; "
+                           "print(socket_path())"], cwd=root, env=env, capture_output=True, text=True,
+                          process_group=procs[0].pid, check=True).stdout.strip()
 
 
 @pytest.mark.timeout(180)
@@ -84,7 +93,7 @@ def test_a_served_stage_sees_what_a_fresh_one_sees(workdir):
     assert {k: got[k] for k in ("argv", "cwd", "var")} == {k: fresh[k] for k in ("argv", "cwd", "var")} == {
         "argv": ["--flag", "a b"], "cwd": str(root), "var": "x"}
     assert got["ppid"] != workdir[1][1].pid  # forked by the server, not run by the client
-    assert f"stage process {got['pid']} for stand_in_stage --flag a b" in _server_log()
+    assert f"stage process {got['pid']} for stand_in_stage --flag a b" in _server_log(workdir)
 
 
 @pytest.mark.timeout(180)
@@ -187,14 +196,11 @@ def test_a_request_whose_client_stopped_waiting_forks_nothing(workdir):
     import socket as socketlib
     import struct
 
-    root, procs = workdir
+    root = workdir[0]
     _finish(_client(workdir))  # starts this group's server
     key_env = dict(os.environ, STAGE_VAR="x")
     key_env.pop("RUBRICLAB_STAGE_SERVER", None)
-    # this group's key, computed in a process of the group, in the stand-in's directory and environment
-    path = subprocess.run([sys.executable, "-c", "from rubriclab.stages._server import socket_path; "
-                           "print(socket_path())"], cwd=root, env=key_env, capture_output=True, text=True,
-                          process_group=procs[0].pid, check=True).stdout.strip()
+    path = _socket_path(workdir)
     request = json.dumps({"argv": ["stand_in_stage", "marker"], "cwd": str(root), "env": key_env}).encode()
     conn = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
     conn.connect(path)
@@ -203,4 +209,4 @@ def test_a_request_whose_client_stopped_waiting_forks_nothing(workdir):
     conn.close()  # no "go"
     time.sleep(1)
     assert _finish(_client(workdir))[1]["warm"] is True  # the server still serves
-    assert "for stand_in_stage marker" not in _server_log()
+    assert "for stand_in_stage marker" not in _server_log(workdir)
