@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from rubriclab._owner import process_alive
 from rubriclab.stages import _server
 
 # a stand-in stage: what it sees, as JSON on stdout; its stdin on stderr; "sleep" waits for a signal
@@ -106,11 +107,7 @@ def test_another_environment_gets_another_server(workdir):
 
 @pytest.mark.timeout(180)
 def test_a_signal_to_the_client_ends_the_stage_and_becomes_the_clients_status(workdir):
-    root = workdir[0]
-    _finish(_client(workdir))
-    client = _client(workdir, "sleep")
-    pid = _wait_pid(root)
-    assert pid != client.pid
+    client, pid = _served_sleeper(workdir)
     client.send_signal(signal.SIGTERM)
     assert client.wait(timeout=30) == 128 + signal.SIGTERM  # scripts/stage names the signal from this
     _wait_gone(pid)
@@ -118,10 +115,7 @@ def test_a_signal_to_the_client_ends_the_stage_and_becomes_the_clients_status(wo
 
 @pytest.mark.timeout(180)
 def test_a_stage_dies_with_its_sigkilled_client(workdir):
-    root = workdir[0]
-    _finish(_client(workdir))
-    client = _client(workdir, "sleep")
-    pid = _wait_pid(root)
+    client, pid = _served_sleeper(workdir)
     client.kill()
     client.wait(timeout=30)
     _wait_gone(pid)
@@ -163,6 +157,15 @@ def test_the_stage_command_rejects_an_unknown_stage():
     assert proc.returncode == 2 and "no stage module rubriclab.stages.no_such_stage" in proc.stderr
 
 
+def _served_sleeper(workdir) -> tuple[subprocess.Popen, int]:
+    """A stage command whose stage (forked by the group's server: the first client started it) sleeps; its pid."""
+    _finish(_client(workdir))
+    client = _client(workdir, "sleep")
+    pid = _wait_pid(workdir[0])
+    assert pid != client.pid
+    return client, pid
+
+
 def _wait_pid(root: Path) -> int:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -176,37 +179,7 @@ def _wait_pid(root: Path) -> int:
 def _wait_gone(pid: int) -> None:
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        # a zombie (dead, not reaped yet by the server) counts as gone
-        try:
-            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
-                return
-        except OSError:
+        if not process_alive(pid):  # a zombie (dead, not reaped yet by the server) counts as gone
             return
         time.sleep(0.05)
     raise AssertionError(f"stage process {pid} still runs")
-
-
-@pytest.mark.timeout(180)
-def test_a_request_whose_client_stopped_waiting_forks_nothing(workdir):
-    """A client that gave up on a slow server runs the stage itself; the server must not run it a second time."""
-    import socket as socketlib
-    import struct
-
-    root = workdir[0]
-    _finish(_client(workdir))  # starts this group's server
-    key_env = dict(os.environ, STAGE_VAR="x")
-    key_env.pop("RUBRICLAB_STAGE_SERVER", None)
-    path = _socket_path(workdir)
-    request = json.dumps({"argv": ["stand_in_stage", "marker"], "cwd": str(root), "env": key_env}).encode()
-    conn = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
-    conn.connect(path)
-    socketlib.send_fds(conn, [struct.pack("!I", len(request)) + request], [0, 1, 2])
-    assert json.loads(conn.makefile().readline()) == {"ready": True}
-    conn.close()  # no "go"
-    time.sleep(1)
-    assert _finish(_client(workdir))[1]["warm"] is True  # the server still serves
-    assert "for stand_in_stage marker" not in _server_log(workdir)

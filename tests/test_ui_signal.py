@@ -17,10 +17,11 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 import yaml
+
+from rubriclab._owner import process_alive  # a zombie holds no port and counts as gone
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
 
@@ -57,21 +58,6 @@ DRIVER = textwrap.dedent('''
     ui.ui_command = ui_command
     sys.exit(main(["ui", "--port", port]))
 ''')
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie holds no port and counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def _port_free(port: int) -> bool:
@@ -124,7 +110,7 @@ def test_a_signal_to_rubriclab_ui_stops_its_server_and_frees_the_port(project, s
         assert _wait(lambda: pidfile.exists() or driver.poll() is not None, 120), "the stub server did not start"
         assert driver.poll() is None, output()
         pids = json.loads(pidfile.read_text())
-        assert _alive(pids["server"]) and _alive(pids["worker"]) and not _port_free(port)
+        assert process_alive(pids["server"]) and process_alive(pids["worker"]) and not _port_free(port)
 
         driver.send_signal(sig)
         try:
@@ -132,13 +118,13 @@ def test_a_signal_to_rubriclab_ui_stops_its_server_and_frees_the_port(project, s
         except subprocess.TimeoutExpired:
             pytest.fail("`rubriclab ui` did not exit within 30 s of the signal")
         # it waited for its server; the worker the server started is gone too, and the port is free
-        assert not _alive(pids["server"]), "the server outlived `rubriclab ui`"
-        assert _wait(lambda: not _alive(pids["worker"]), 5), "the server's worker outlived `rubriclab ui`"
+        assert not process_alive(pids["server"]), "the server outlived `rubriclab ui`"
+        assert _wait(lambda: not process_alive(pids["worker"]), 5), "the server's worker outlived `rubriclab ui`"
         assert _wait(lambda: _port_free(port), 5), f"port {port} is still taken"
         assert code == expected, output()
     finally:
         for pid in [driver.pid, *pids.values()]:  # only what this test started, by pid
-            if _alive(pid):
+            if process_alive(pid):
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:

@@ -33,13 +33,19 @@ def owner_is_gone(owner: str | None) -> bool:
     pid = int(pid_text)
     if pid == os.getpid():
         return owner != process_owner()
+    return not process_alive(pid)
+
+
+def process_alive(pid: int) -> bool:
+    """True while process ``pid`` (of this host) runs: under another user too; not once it is a zombie (dead, only
+    not reaped by its parent yet)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, under another user
         return False
-    return _is_zombie(pid)
+    except PermissionError:  # alive, under another user
+        return True
+    return not _is_zombie(pid)
 
 
 def _is_zombie(pid: int) -> bool:

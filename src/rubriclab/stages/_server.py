@@ -7,7 +7,9 @@ repro. ``python -m rubriclab.stages NAME ARGS`` (what scripts/stage runs) asks a
 - the first stage of a process group starts the server in the background (stdio on a log file, the same process
   group, so a kill of the group is a kill of its stages) and runs itself the usual way;
 - each later stage connects, hands over its stdin/stdout/stderr (SCM_RIGHTS), argv, cwd and environment; the server
-  forks; the child takes them and runs ``rubriclab.stages.NAME`` as ``__main__``, as ``python -m`` would;
+  answers "ready" and forks on the client's "go" (a client that gave up waiting sends none and runs the stage
+  itself, so no stage runs twice); the child takes them and runs ``rubriclab.stages.NAME`` as ``__main__``, as
+  ``python -m`` would;
 - the server reports the child's pid (the client forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT to it) and then its wait
   status; the client exits with it (128 + N for signal N), and the child kills itself if its client dies.
 
@@ -33,6 +35,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, NoReturn
+
+from rubriclab._owner import process_alive
 
 IDLE_S = 30.0  # a server with no stage for this long exits (a dvc repro starts its next stage within a second or two)
 READY_TIMEOUT_S = 120.0  # a client waits this long for a starting server's answer, then runs the stage itself
@@ -138,19 +142,6 @@ def _recv_line(conn: socket.socket, buf: bytearray) -> dict[str, Any] | None:
     return json.loads(line)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is dead, only not reaped
-        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def _exit_code(status: int) -> int:
     return 128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.waitstatus_to_exitcode(status)
 
@@ -187,7 +178,7 @@ def run(module: str, args: list[str]) -> NoReturn:
         except InterruptedError:
             continue
     if done is None:  # the server alone was killed: its status is lost, but the stage must not outlive this
-        while _alive(pid):
+        while process_alive(pid):
             time.sleep(0.2)
         print(f"{module}: the stage server went away before reporting the exit status of stage process {pid}",
               file=sys.stderr)
@@ -277,7 +268,7 @@ def serve(path: Path) -> tuple[dict[str, Any], socket.socket] | None:
                 conn, _ = listener.accept()
             except TimeoutError:
                 continue
-            conn.settimeout(10)  # a client sends its request and its "go" at once
+            conn.settimeout(10)  # a client sends its request at once, and its "go" as soon as it reads "ready"
             try:
                 request, fds = _recv_request(conn)
             except (ValueError, OSError):
