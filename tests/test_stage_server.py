@@ -183,3 +183,25 @@ def _wait_gone(pid: int) -> None:
             return
         time.sleep(0.05)
     raise AssertionError(f"stage process {pid} still runs")
+
+
+@pytest.mark.timeout(180)
+def test_a_request_whose_client_stopped_waiting_forks_nothing(workdir):
+    """A client that gave up on a slow server runs the stage itself; the server must not run it a second time."""
+    import socket as socketlib
+    import struct
+
+    root = workdir[0]
+    _finish(_client(workdir))  # starts this group's server
+    key_env = dict(os.environ, STAGE_VAR="x")
+    key_env.pop("RUBRICLAB_STAGE_SERVER", None)
+    path = _socket_path(workdir)
+    request = json.dumps({"argv": ["stand_in_stage", "marker"], "cwd": str(root), "env": key_env}).encode()
+    conn = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
+    conn.connect(path)
+    socketlib.send_fds(conn, [struct.pack("!I", len(request)) + request], [0, 1, 2])
+    assert json.loads(conn.makefile().readline()) == {"ready": True}
+    conn.close()  # no "go"
+    time.sleep(1)
+    assert _finish(_client(workdir))[1]["warm"] is True  # the server still serves
+    assert "for stand_in_stage marker" not in _server_log(workdir)
