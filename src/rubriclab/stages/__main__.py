@@ -12,7 +12,7 @@ from rubriclab.stages._server import run
 
 
 def main(argv: list[str]) -> int:
-    if not argv or not re.fullmatch(r"[a-z][a-z_]*", argv[0]) or argv[0].startswith("_") or \
+    if not argv or not re.fullmatch(r"[a-z][a-z_]*", argv[0]) or \
             importlib.util.find_spec(f"rubriclab.stages.{argv[0]}") is None:
         got = f": no stage module rubriclab.stages.{argv[0]}" if argv else ""
         print(f"usage: python -m rubriclab.stages NAME [ARGS...]{got}", file=sys.stderr)
