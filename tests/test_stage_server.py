@@ -49,12 +49,12 @@ def workdir(tmp_path):
             pass
 
 
-def _client(workdir, *args: str, var: str = "x") -> subprocess.Popen:
+def _client(workdir, *args: str, var: str = "x", module: str = "stand_in_stage") -> subprocess.Popen:
     root, procs = workdir
     env = dict(os.environ, STAGE_VAR=var)  # the stand-in stage is found in the working directory
     env.pop("RUBRICLAB_STAGE_SERVER", None)
     # the first client leads a new process group and the others join it: one key, one server (the fixture kills it)
-    proc = subprocess.Popen([sys.executable, "-c", CLIENT, "stand_in_stage", *args], cwd=root, env=env,
+    proc = subprocess.Popen([sys.executable, "-c", CLIENT, module, *args], cwd=root, env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             process_group=procs[0].pid if procs else 0)
     procs.append(proc)
@@ -95,6 +95,11 @@ def test_a_served_stage_sees_what_a_fresh_one_sees(workdir):
         "argv": ["--flag", "a b"], "cwd": str(root), "var": "x"}
     assert got["ppid"] != workdir[1][1].pid  # forked by the server, not run by the client
     assert f"stage process {got['pid']} for stand_in_stage --flag a b" in _server_log(workdir)
+    # a stage module the server preloaded runs as __main__ without runpy's warning about the module already imported
+    served = _client(workdir, "--help", module="rubriclab.stages.report")
+    out, err = served.communicate(timeout=120)
+    assert (served.returncode, err) == (0, "") and out.startswith("usage: python -m rubriclab.stages.report [-h]\n")
+    assert "for rubriclab.stages.report --help" in _server_log(workdir)
 
 
 @pytest.mark.timeout(180)

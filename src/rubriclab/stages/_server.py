@@ -395,6 +395,9 @@ def main(argv: list[str]) -> int:
 
     module, *args = request["argv"]
     sys.argv = [module, *args]
+    # as in a `python -m` process, the stage module exists only as __main__: runpy warns on stderr ("found in
+    # sys.modules ... prior to execution") about the copy the server preloaded, so that copy goes
+    sys.modules.pop(module, None)
     runpy.run_module(module, run_name="__main__", alter_sys=True)
     return 0
 
