@@ -238,6 +238,24 @@ def test_fault_plan_is_deterministic_and_rate_shaped() -> None:
         FaultPlan(rate=0.1, kinds=("teapot",))
 
 
+def test_fault_plan_weights_draw_kinds_in_proportion() -> None:
+    keys = [request_key({"messages": [{"role": "user", "content": f"q{i}"}]}) for i in range(6000)]
+    plan = FaultPlan(rate=1.0, kinds=("429", "hang", "500"), weights=(2.0, 1.0, 0.0), seed=3)
+    drawn = [plan.decide(k) for k in keys]
+    assert set(drawn) == {"429", "hang"}  # a kind of weight 0 is never drawn
+    assert 0.62 < drawn.count("429") / len(drawn) < 0.71  # 2:1
+    assert drawn == [plan.decide(k) for k in keys]
+    # the rate draw is the same with or without weights: the same keys are faulted
+    unweighted = FaultPlan(rate=0.3, seed=3)
+    weighted = FaultPlan(rate=0.3, seed=3, weights=(1, 1, 0.25, 1, 1, 1))
+    assert [unweighted.decide(k) is None for k in keys] == [weighted.decide(k) is None for k in keys]
+    hangs = [weighted.decide(k) for k in keys].count("hang")
+    assert 0 < hangs < 0.5 * [unweighted.decide(k) for k in keys].count("hang")
+    for bad in ((1.0,), (1.0, -1.0, 1.0), (0.0, 0.0, 0.0)):
+        with pytest.raises(ValueError, match="one non-negative weight per kind"):
+            FaultPlan(rate=0.1, kinds=("429", "hang", "500"), weights=bad)
+
+
 def test_key_faulted_at_most_max_faults_per_key() -> None:
     plan = FaultPlan(rate=1.0, kinds=("500",), max_faults_per_key=2)
     body = {"messages": MSG}

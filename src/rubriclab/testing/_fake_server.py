@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
+import itertools
 import math
 import random
 import struct
@@ -86,9 +87,10 @@ class FaultPlan:
     """Seeded fault injection: which request keys fail, how, and how many times.
 
     A key (hash of the request body) is faulted with probability ``rate``; its fault kind is drawn
-    from ``kinds``. Both draws depend only on (seed, key), so a plan is reproducible across runs and
-    processes. A faulted key fails on its first ``max_faults_per_key`` attempts, then is served
-    normally, so every request eventually succeeds under retries.
+    from ``kinds``, uniformly or in proportion to ``weights`` (one per kind: a "hang" costs the client's whole
+    timeout, so a plan may draw it less often than the quick kinds). Both draws depend only on (seed, key), so a
+    plan is reproducible across runs and processes. A faulted key fails on its first ``max_faults_per_key``
+    attempts, then is served normally, so every request eventually succeeds under retries.
     """
 
     rate: float
@@ -97,6 +99,7 @@ class FaultPlan:
     max_faults_per_key: int = 1
     retry_after: float = 0.05
     hang_seconds: float = 30.0
+    weights: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.rate <= 1.0:
@@ -108,6 +111,10 @@ class FaultPlan:
             raise ValueError(f"FaultPlan.kinds has unknown kinds {unknown}; expected a subset of {ALL_FAULT_KINDS}")
         if self.max_faults_per_key < 0:
             raise ValueError("FaultPlan.max_faults_per_key must be >= 0")
+        if self.weights is not None and (len(self.weights) != len(self.kinds) or min(self.weights) < 0
+                                         or not sum(self.weights) > 0):
+            raise ValueError(f"FaultPlan.weights must be one non-negative weight per kind ({len(self.kinds)}: "
+                             f"{self.kinds}), not all zero; got {self.weights!r}")
 
     def decide(self, key: str) -> str | None:
         """Return the fault kind assigned to ``key``, or None if the key is never faulted."""
@@ -117,7 +124,13 @@ class FaultPlan:
         u = int.from_bytes(h[:8], "big") / 2.0**64
         if u >= self.rate:
             return None
-        return self.kinds[int.from_bytes(h[8:16], "big") % len(self.kinds)]
+        if self.weights is None:
+            return self.kinds[int.from_bytes(h[8:16], "big") % len(self.kinds)]
+        v = int.from_bytes(h[8:16], "big") / 2.0**64 * sum(self.weights)
+        for kind, cumulative in zip(self.kinds, itertools.accumulate(self.weights)):
+            if v < cumulative:
+                return kind
+        return next(k for k, w in zip(reversed(self.kinds), reversed(self.weights)) if w > 0)  # v rounded up to the sum
 
 
 def request_key(body: dict[str, Any]) -> str:
