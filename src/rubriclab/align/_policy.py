@@ -93,9 +93,11 @@ def gguf_read_once() -> Iterator[None]:
     """Within the block, transformers' GGUF loading parses each file once and builds gguf's tensor-name map once.
 
     Unaided it parses the file three times (config, tokenizer, weights: ~3.6 s each on 2 cores for SmolLM2's 49k-token
-    vocabulary) and rebuilds the same name map for each of the model's ~400 modules (~6 s): 20 s of a conversion
-    whose dequantization takes 1 s. transformers looks both up on the ``gguf`` module at call time
-    (``from gguf import ...`` inside its functions), so they are swapped there for the block and put back after."""
+    vocabulary) and rebuilds the same name map for each of the model's ~400 modules (~6 s): 17 s of a conversion
+    whose dequantization takes 1 s, 7 s with this (benchmarks/policy_conversion.py, the same files). transformers
+    looks both up on the ``gguf`` module at call time (``from gguf import ...`` inside its functions), so they are
+    swapped there for the block and put back after: the swap is process-wide, so no other thread should read a GGUF
+    meanwhile (the align stage converts before it starts any)."""
     import gguf
 
     reader_cls, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
