@@ -160,6 +160,21 @@ def test_projection_uses_umap_above_threshold_and_separates_blobs(tmp_path):
     assert_saves(fig, tmp_path, "umap")
 
 
+def test_projection_method_asked_for_wins_over_the_item_count(tmp_path):
+    """probe.projection: pca at any size, umap below the auto threshold (after the UMAP test above: its numba
+    functions are compiled once per process), and an unknown method names the allowed ones."""
+    many = planted_items(n_per_class=20, n_failed=3)
+    table, fig = projection(many, blobs(many), method="pca")
+    assert table.attrs["method"] == "PCA" and "PCA" in fig.axes[0].get_title()
+    assert "PCA, as asked (probe.projection: pca)" in table.attrs["notes"]
+    few = planted_items(n_per_class=4, n_failed=1)
+    t2, _ = projection(few, blobs(few), method="umap")
+    assert t2.attrs["method"].startswith("UMAP (n_neighbors=7") and len(t2) == 8
+    assert projection(few, blobs(few))[0].attrs["method"] == "PCA"  # auto: 8 labelled items < 20
+    with pytest.raises(ValueError, match="allowed: auto, umap, pca"):
+        projection(few, blobs(few), method="tsne")
+
+
 def test_projection_falls_back_to_pca_below_threshold(tmp_path):
     items = planted_items(n_per_class=4, n_failed=1).assign(dataset=lambda d: ["eval", "hard"] * (len(d) // 2) + ["eval"] * (len(d) % 2))
     table, fig = projection(items, blobs(items))

@@ -58,7 +58,10 @@ def project(tmp_path_factory):
     }
     params = {"llm": {"store": ".rubriclab/calls.sqlite", "roles": roles}, "data": {"seed": 42},
               "probe": {"datasets": {"hb": {"path": "demo:healthbench"}, "rr": {"path": "demo:researchrubrics"}},
-                        "n_boot": 500, "cv_folds": 3, "counterfactual": {"datasets": ["hb"], "n_items": 6}}}
+                        "n_boot": 500, "cv_folds": 3, "counterfactual": {"datasets": ["hb"], "n_items": 6},
+                        # PCA: UMAP's numba functions compile in each process that projects (10-30 s of this
+                        # fixture on 2 cores); the UMAP branch is tests/test_probe_semantics.py's
+                        "projection": "pca"}}
     (root / "params.yaml").write_text(yaml.safe_dump(params))
     out = run_probe_stage(params, root)
     return {"root": root, "params": params, "out": out}
@@ -124,6 +127,8 @@ def test_semantic_plots_per_dataset_and_mlflow(project):
         items = pd.read_parquet(root / f"outputs/probe/{name}.items.parquet")
         n0, n1 = int((items["label"] == 0).sum()), int((items["label"] == 1).sum())
         assert f"{name}: n = {n0} not satisfied (0) / {n1} satisfied (1)" in notes
+        assert pd.read_csv(sem / "projection.csv")["method"].eq("PCA").all()  # probe.projection reached it
+        assert "PCA, as asked (probe.projection: pca)" in notes
     assert not list((root / "outputs/probe/semantics").glob("*.png"))
     # the stage's MLflow run: the run id it recorded, its params, metrics and artifacts
     record = json.loads((root / "outputs/probe/mlflow_run.json").read_text())

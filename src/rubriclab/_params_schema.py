@@ -55,6 +55,7 @@ DPO_DEVICES = ("auto", "cpu", "cuda")
 PROBE_MODELS = ("majority", "nb", "lr", "embed")
 ITEM_FORMATS = ("auto", "healthbench", "researchrubrics")
 PROBE_BALANCE = ("none", "subsample")
+PROBE_PROJECTIONS = ("auto", "umap", "pca")  # rubriclab.probe.projection's method
 RECORDED_FORMATS = ("llmbar", "pandalm", "table", "mlflow", "store")
 NONE_POLICIES = ("half", "exclude")  # recorded.calibrate.none (rubriclab.calibrate)
 ORDER_CHOICES = ("both", "original", "swapped")
@@ -603,6 +604,8 @@ class Probe(Section):
     n_boot: PosInt = knob(10000, "")
     confidence: Prob = knob(0.95, "")
     counterfactual: Counterfactual = knob(Counterfactual, "")
+    projection: _lit(PROBE_PROJECTIONS) = knob("auto", "semantic 2-D projection; auto: UMAP from 20 labelled items, "
+                                                       "else PCA")
 
 
 class Report(Section):

@@ -26,6 +26,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from rubriclab import atomic  # noqa: E402
+from rubriclab._params_schema import PROBE_PROJECTIONS  # noqa: E402
 
 DEFAULT_CUES: tuple[str, ...] = ("must", "should", "not", "avoid", "recommend", "mention", "explain", "ask",
                                  "refer", "includes", "states", "fails")
@@ -402,16 +403,19 @@ def topics(items: pd.DataFrame, n_topics: int = 3, top_words: int = 8, seed: int
 # -- 2-D projection ----------------------------------------------------------------------------------------
 
 def projection(items: pd.DataFrame, vectors: Any, seed: int = 0, min_umap: int = UMAP_MIN_ITEMS,
-               n_neighbors: int = 15, metric: str = "cosine") -> tuple[pd.DataFrame, Figure]:
+               n_neighbors: int = 15, metric: str = "cosine", method: str = "auto") -> tuple[pd.DataFrame, Figure]:
     """A 2-D projection of rubric embeddings coloured by judge label (seed 004 Fig. 6; markers by ``dataset``
     when that column is present).
 
     ``vectors``: one embedding per row of ``items`` in the same order (array-like, shape ``(len(items), d)``,
-    failed-label rows included; they are dropped with their items). UMAP (umap-learn; ``n_neighbors`` capped at
-    n - 1, ``metric``, ``random_state=seed``) when at least ``min_umap`` labelled items, otherwise PCA
-    (scikit-learn) — the method is in the table's ``method`` column, its attrs and the figure title.
+    failed-label rows included; they are dropped with their items). ``method`` (``probe.projection``): ``auto`` is
+    UMAP (umap-learn; ``n_neighbors`` capped at n - 1, ``metric``, ``random_state=seed``) when at least
+    ``min_umap`` labelled items, otherwise PCA (scikit-learn); ``umap`` is UMAP from 4 labelled items; ``pca`` is
+    PCA at any size — the method used is in the table's ``method`` column, its attrs and the figure title.
     Table: ``item_id, record_id, label, [dataset,] x, y, method``.
     """
+    if method not in PROBE_PROJECTIONS:
+        raise ValueError(f"projection method {method!r}; allowed: {', '.join(PROBE_PROJECTIONS)}")
     df, n_failed, keep = _prepare(items)
     V = np.asarray(vectors, dtype=float)
     if V.ndim != 2 or V.shape[0] != len(items):
@@ -419,9 +423,11 @@ def projection(items: pd.DataFrame, vectors: Any, seed: int = 0, min_umap: int =
     V = V[keep]
     n = len(df)
     notes: list[str] = []
-    method = "PCA"
+    asked, method = method, "PCA"
     xy = np.zeros((n, 2))
-    if n >= max(min_umap, 4):
+    if asked == "pca":
+        notes.append("PCA, as asked (probe.projection: pca)")
+    elif n >= max(4 if asked == "umap" else min_umap, 4):
         try:
             import umap
 
@@ -434,7 +440,7 @@ def projection(items: pd.DataFrame, vectors: Any, seed: int = 0, min_umap: int =
         except ImportError:
             notes.append("umap-learn not importable: PCA instead")
     else:
-        notes.append(f"{n} labelled items < {min_umap}: PCA instead of UMAP")
+        notes.append(f"{n} labelled items < {4 if asked == 'umap' else min_umap}: PCA instead of UMAP")
     if method == "PCA" and n:
         from sklearn.decomposition import PCA
 
@@ -473,7 +479,8 @@ def projection(items: pd.DataFrame, vectors: Any, seed: int = 0, min_umap: int =
 
 def semantic_report(items: pd.DataFrame, *, fitted_lr: Any | None = None, vectors: Any | None = None,
                     seed: int = 0, cues: list[str] | None = None, top: int = 15, n_topics: int = 3,
-                    lr_items: pd.DataFrame | None = None, name: str | None = None) -> dict[str, dict[str, Any]]:
+                    lr_items: pd.DataFrame | None = None, name: str | None = None,
+                    projection_method: str = "auto") -> dict[str, dict[str, Any]]:
     """Run every analysis: ``{name: {"table": DataFrame, "figure": Figure, "notes": [str, ...]}}`` for
     ``lexical_cues``, ``lr_weights``, ``word_counts``, ``topics`` and, when ``vectors`` is given,
     ``projection`` (left out otherwise). Notes start with the n per class and failed-label count.
@@ -488,7 +495,7 @@ def semantic_report(items: pd.DataFrame, *, fitted_lr: Any | None = None, vector
         "topics": lambda: topics(items, n_topics=n_topics, seed=seed),
     }
     if vectors is not None:
-        runs["projection"] = lambda: projection(items, vectors, seed=seed)
+        runs["projection"] = lambda: projection(items, vectors, seed=seed, method=projection_method)
     out: dict[str, dict[str, Any]] = {}
     for key, run in runs.items():
         table, fig = run()

@@ -245,7 +245,7 @@ def _counterfactual_sections(labelled: dict[str, pd.DataFrame], cf: Counterfactu
 
 
 def _semantic_sections(results: dict[str, Any], cohorts: dict[str, tuple[str, pd.DataFrame]], embed: Any,
-                       seed: int, out: Path, run: Any) -> list[str]:
+                       seed: int, out: Path, run: Any, projection: str = "auto") -> list[str]:
     """Semantic analyses per cohort (never pooled across datasets), under ``semantics/<cohort>/``; the LR
     weights are the cohort's own probe, fitted on its training clusters, and its title counts those items."""
     md: list[str] = []
@@ -258,7 +258,7 @@ def _semantic_sections(results: dict[str, Any], cohorts: dict[str, tuple[str, pd
         train = items[~items["item_id"].isin(held_out)] if res else None
         vectors = embed(items["criterion"].tolist()) if len(items) else None  # one row per item
         report = semantic_report(items, fitted_lr=res.get("fitted", {}).get("lr"), vectors=vectors, seed=seed,
-                                 lr_items=train, name=cohort)
+                                 lr_items=train, name=cohort, projection_method=projection)
         md += [f"## Semantic analyses: {cohort}", ""]
         for key, part in report.items():
             md += [f"- `{key}`: `semantics/{safe}/{key}.csv`, `semantics/{safe}/{key}.png`"
@@ -344,7 +344,7 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
         md += _transfer_section(results, cohorts, probe_kw, out)
         md += _counterfactual_sections(labelled, cf, seed, out, flat, gateway=gateway, generator=generator,
                                        rewriter=rewriter, judge=judge, templates_dir=templates_dir)
-        md += _semantic_sections(results, cohorts, embed, seed, out, run)
+        md += _semantic_sections(results, cohorts, embed, seed, out, run, projection=pr.projection)
         atomic.write_text(out / "summary.md", "\n".join(md) + "\n")
         run.log_artifact(out / "summary.md")
         run.log_metrics(flat)
