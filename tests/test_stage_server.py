@@ -49,10 +49,16 @@ def workdir(tmp_path):
             pass
 
 
+def _env(var: str = "x") -> dict[str, str]:
+    """A client's environment (part of the server's key): the server on, STAGE_VAR=var."""
+    env = dict(os.environ, STAGE_VAR=var)
+    env.pop("RUBRICLAB_STAGE_SERVER", None)
+    return env
+
+
 def _client(workdir, *args: str, var: str = "x", module: str = "stand_in_stage") -> subprocess.Popen:
     root, procs = workdir
-    env = dict(os.environ, STAGE_VAR=var)  # the stand-in stage is found in the working directory
-    env.pop("RUBRICLAB_STAGE_SERVER", None)
+    env = _env(var)  # the stand-in stage is found in the working directory
     # the first client leads a new process group and the others join it: one key, one server (the fixture kills it)
     proc = subprocess.Popen([sys.executable, "-c", CLIENT, module, *args], cwd=root, env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -73,10 +79,8 @@ def _server_log(workdir) -> str:
 
 def _socket_path(workdir) -> str:
     root, procs = workdir
-    env = dict(os.environ, STAGE_VAR="x")
-    env.pop("RUBRICLAB_STAGE_SERVER", None)
     return subprocess.run([sys.executable, "-c", "from rubriclab.stages._server import socket_path; "
-                           "print(socket_path())"], cwd=root, env=env, capture_output=True, text=True,
+                           "print(socket_path())"], cwd=root, env=_env(), capture_output=True, text=True,
                           process_group=procs[0].pid, check=True).stdout.strip()
 
 
@@ -198,10 +202,8 @@ def test_a_request_whose_client_stopped_waiting_forks_nothing(workdir):
 
     root = workdir[0]
     _finish(_client(workdir))  # starts this group's server
-    key_env = dict(os.environ, STAGE_VAR="x")
-    key_env.pop("RUBRICLAB_STAGE_SERVER", None)
     path = _socket_path(workdir)
-    request = json.dumps({"argv": ["stand_in_stage", "marker"], "cwd": str(root), "env": key_env}).encode()
+    request = json.dumps({"argv": ["stand_in_stage", "marker"], "cwd": str(root), "env": _env()}).encode()
     conn = socketlib.socket(socketlib.AF_UNIX, socketlib.SOCK_STREAM)
     conn.connect(path)
     socketlib.send_fds(conn, [struct.pack("!I", len(request)) + request], [0, 1, 2])

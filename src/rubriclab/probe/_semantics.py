@@ -424,10 +424,11 @@ def projection(items: pd.DataFrame, vectors: Any, seed: int = 0, min_umap: int =
     n = len(df)
     notes: list[str] = []
     asked, method = method, "PCA"
+    least = 4 if asked == "umap" else min_umap  # labelled items for UMAP (its neighbour graph needs 4)
     xy = np.zeros((n, 2))
     if asked == "pca":
         notes.append("PCA, as asked (probe.projection: pca)")
-    elif n >= max(4 if asked == "umap" else min_umap, 4):
+    elif n >= max(least, 4):
         try:
             import umap
 
@@ -440,7 +441,7 @@ def projection(items: pd.DataFrame, vectors: Any, seed: int = 0, min_umap: int =
         except ImportError:
             notes.append("umap-learn not importable: PCA instead")
     else:
-        notes.append(f"{n} labelled items < {4 if asked == 'umap' else min_umap}: PCA instead of UMAP")
+        notes.append(f"{n} labelled items < {least}: PCA instead of UMAP")
     if method == "PCA" and n:
         from sklearn.decomposition import PCA
 
