@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import atexit
+import logging
 import os
 import sys
 
@@ -7,36 +9,76 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
+
+def _end_worker_without_teardown() -> None:
+    """An xdist worker ends without the interpreter's teardown of the modules its tests imported (torch, transformers,
+    MLflow, litellm, ...: seconds of a core, which `make test` waited for at its very end: the controller waits for
+    its workers to exit). By then the worker has sent its last report and finished its fixtures, its non-daemon
+    threads are joined, and the atexit handlers registered after this one (every library the tests imported, the
+    call stores' close) have run: registered here, before rubriclab is imported, it runs after them. The
+    controller, whose exit status is the run's, ends the usual way."""
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        return
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(0)
+
+
+atexit.register(_end_worker_without_teardown)
+
 import pytest  # noqa: E402
 
 from rubriclab.llm import Gateway, open_store  # noqa: E402
 
-# The files that take minutes, longest first. `make test` (Makefile: --dist loadfile --no-loadscope-reorder) hands
-# whole files to the two workers in collection order, so these start first and the many short files fill in around
-# them; in the default order (most tests first) the longest files came last and one worker ran them alone for the
-# last ten minutes. Measured with `--durations` (benchmarks/README.md, "Test suite"); a file not listed keeps its
-# place after these.
+# The files that take more than a few seconds, longest first. `make test` (Makefile: --dist loadfile
+# --no-loadscope-reorder) hands whole files to the two workers in collection order, so these start first and the
+# many short files fill in around them and end the run together; in the default order (most tests first) the longest
+# files came last and one worker ran them alone for the last ten minutes. Files that often wait are kept apart:
+# test_reliability_kill.py (its kills wait on the stages) two files after test_reliability_faults.py (its hangs), so
+# it starts about when that one ends (beside it, a core sat idle for 26 s), and test_ui_signal.py (its servers'
+# start-ups) mid-run, not last, where it left a core idle for ~25 s. Measured with `--durations` and /proc/stat per
+# second beside each worker's current test (benchmarks/README.md, "Test suite"); a file not listed keeps its place
+# after these.
 FIRST = (
     "test_readme.py",            # the README's block (the whole pipeline, small)
     "test_fresh_clone.py",       # a fresh clone's drift@demo on the embedded model
-    "test_reliability_faults.py",  # the fault-free reference run (shared with the next file) and the faulty run
-    "test_reliability_kill.py",
-    "test_scale_out.py",
-    "test_browser.py",
-    "test_secrets_allowlist.py",
-    "test_align_policy.py",
+    "test_reliability_faults.py",  # the fault-free reference run (shared with test_reliability_kill.py), the faulty run
     "test_llm_local.py",
     "test_stage_server.py",
-    "test_report.py",
-    "test_audit_stage.py",
-    "test_align_stage.py",
+    "test_reliability_kill.py",
+    "test_browser.py",
+    "test_scale_out.py",
+    "test_secrets_allowlist.py",
     "test_gateway_batched_writes.py",
-    "test_atomic.py",
-    "test_probe_stage.py",
-    "test_store_backends.py",
-    "test_secrets_e2e.py",
+    "test_ui_signal.py",
     "test_llm_faults.py",
+    "test_secrets_e2e.py",
+    "test_store_backends.py",
+    "test_probe_stage.py",
+    "test_align_policy.py",
+    "test_align_stage.py",
     "test_engine.py",
+    "test_llm_weights.py",
+    "test_probe_semantics.py",
+    "test_llm_sampling.py",
+    "test_repair_study.py",
+    "test_audit_stage.py",
+    "test_repair_stage.py",
+    "test_align_train.py",
+    "test_audit_axes.py",
+    "test_recorded_scale.py",
+    "test_atomic.py",
+    "test_report.py",
+    "test_repair_refine.py",
+    "test_repair_fidelity.py",
+    "test_params_schema.py",
+    "test_drift_search.py",
+    "test_drift_gate.py",
+    "test_drift_fidelity.py",
 )
 
 

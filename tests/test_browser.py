@@ -50,69 +50,75 @@ def project(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def driver():
+    """One browser for the module, each test opening its page in it: a new Chromium per test loaded and compiled
+    MLflow's UI bundle again (the file took 66 CPU-s alone with one browser per test, 46 with this one). The
+    report's test reads the console from its own page on (it drops what the MLflow pages logged first)."""
+    with browser() as d:
+        yield d
+
+
+@pytest.fixture(scope="module")
 def ui(project):
-    """One `rubriclab ui` server for the module's MLflow checks (it only reads the store; each test opens its own
-    fresh browser on it). Starting the server is most of a test's time."""
+    """One `rubriclab ui` server for the module's MLflow checks (it only reads the store). Starting the server is
+    most of a test's time."""
     with mlflow_ui(project["root"]) as server:
         yield server
 
 
-def test_the_experiment_opens_on_its_runs_table(project, ui):
+def test_the_experiment_opens_on_its_runs_table(project, ui, driver):
     assert project["exp"].tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
-    with browser() as driver:
-        driver.get(ui["url"])
-        body = wait_for_text(driver, "audit@demo_helpful")
-        assert "data@" in body  # the data stage's run is listed too
-        assert "/runs" in driver.current_url and "genai" not in driver.current_url
-        assert "matching runs" in body
+    driver.get(ui["url"])
+    body = wait_for_text(driver, "audit@demo_helpful")
+    assert "data@" in body  # the data stage's run is listed too
+    assert "/runs" in driver.current_url and "genai" not in driver.current_url
+    assert "matching runs" in body
 
 
-def test_the_comparison_of_two_audit_runs_shows_a_metric(project, ui):
+def test_the_comparison_of_two_audit_runs_shows_a_metric(project, ui, driver):
     a, b = project["runs"][:2]
     key = "mine.acc_direct"  # among the first metric columns the comparison table renders
     value = a.data.metrics[key]
-    with browser() as driver:
-        exp = project["exp"].experiment_id
-        driver.get(f"{ui['base']}/#/compare-runs?runs={json.dumps([a.info.run_id, b.info.run_id])}"
-                   f"&experiments={json.dumps([exp])}")
-        body = wait_for_text(driver, "Comparing 2 Runs")
-        body = wait_for_text(driver, key)
-        assert "audit@demo_helpful" in body and "sources" in body  # the runs differ by audit.sources
-        metrics = body.split("Metrics", 1)[1]
-        assert f"{value:g}" in metrics.split("Artifacts")[0]
+    exp = project["exp"].experiment_id
+    driver.get(f"{ui['base']}/#/compare-runs?runs={json.dumps([a.info.run_id, b.info.run_id])}"
+               f"&experiments={json.dumps([exp])}")
+    body = wait_for_text(driver, "Comparing 2 Runs")
+    body = wait_for_text(driver, key)
+    assert "audit@demo_helpful" in body and "sources" in body  # the runs differ by audit.sources
+    metrics = body.split("Metrics", 1)[1]
+    assert f"{value:g}" in metrics.split("Artifacts")[0]
 
 
-def test_a_rubric_artifact_shows_its_text(project, ui):
+def test_a_rubric_artifact_shows_its_text(project, ui, driver):
     client = project["client"]
     parent = project["runs"][0]
     children = client.search_runs([project["exp"].experiment_id],
                                   filter_string=f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
     child = next(r for r in children if r.info.run_name.endswith("-mine"))
-    with browser() as driver:
-        driver.get(f"{ui['base']}/#/experiments/{project['exp'].experiment_id}/runs/{child.info.run_id}"
-                   "/artifactPath/rubric.json")
-        wait_for_text(driver, "Answers the question first.")
+    driver.get(f"{ui['base']}/#/experiments/{project['exp'].experiment_id}/runs/{child.info.run_id}"
+               "/artifactPath/rubric.json")
+    wait_for_text(driver, "Answers the question first.")
 
 
-def test_the_report_opens_offline_with_every_section_and_image(project):
+def test_the_report_opens_offline_with_every_section_and_image(project, driver):
     report = project["report"]
     expected = {s["id"] for s in report["sections"]}
     assert {"audit-demo_helpful", "ledger"} <= expected
-    with browser() as driver:
-        driver.get(report["path"].as_uri())
-        wait_for_text(driver, "Call ledger")
-        shown = {e.get_attribute("id") for e in driver.find_elements("css selector", "section.stage")}
-        assert shown == expected
-        images = driver.find_elements("tag name", "img")
-        assert images, "the audit section draws its scatter plots"
-        broken = [i.get_attribute("alt") for i in images
-                  if not driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", i)]
-        assert not broken, f"images that did not load: {broken}"
-        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
-        assert not errors, errors
-        run_id = project["runs"][0].info.run_id
-        assert run_id in driver.find_element("id", "audit-demo_helpful").text
-        assert driver.find_elements("id", "embedded-banner") == []  # scripted models: no embedded-model banner
+    driver.get_log("browser")  # read (and so drop) what the MLflow pages before it logged
+    driver.get(report["path"].as_uri())
+    wait_for_text(driver, "Call ledger")
+    shown = {e.get_attribute("id") for e in driver.find_elements("css selector", "section.stage")}
+    assert shown == expected
+    images = driver.find_elements("tag name", "img")
+    assert images, "the audit section draws its scatter plots"
+    broken = [i.get_attribute("alt") for i in images
+              if not driver.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", i)]
+    assert not broken, f"images that did not load: {broken}"
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors
+    run_id = project["runs"][0].info.run_id
+    assert run_id in driver.find_element("id", "audit-demo_helpful").text
+    assert driver.find_elements("id", "embedded-banner") == []  # scripted models: no embedded-model banner
 
 
 def test_the_report_loses_no_section(project, tmp_path):

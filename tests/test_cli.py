@@ -52,3 +52,37 @@ def test_calls_prints_ledger_per_stage_and_role(tmp_path, capsys):
     # stage role items hits calls failed retries parse_fail tok_in tok_out cost
     assert cols[:6] == ["audit", "verifier", "6", "3", "3", "0"]
     assert "TOTAL" in out
+
+
+_ENTRY_CHILD = """
+import sys
+from rubriclab.cli import entry
+
+class Sentinel:  # its __del__ runs only in the interpreter's teardown of this module
+    def __del__(self):
+        sys.stderr.write("module torn down\\n")
+
+sentinel = Sentinel()
+sys.argv = ["rubriclab", *sys.argv[1:]]
+entry()
+"""
+
+
+def test_the_command_exits_with_mains_status_and_skips_the_interpreters_teardown(tmp_path):
+    """`rubriclab` (pyproject's console script) and `python -m rubriclab.cli` run ``entry``: main's status, then
+    no teardown of the imported modules (rubriclab doctor spent ~2.7 s of a core in it)."""
+    import subprocess
+    import sys
+    import tomllib
+    from pathlib import Path
+
+    scripts = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts["rubriclab"] == "rubriclab.cli:entry"
+    env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", _ENTRY_CHILD, "calls"], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and "rubriclab calls: error:" in proc.stderr and "no params.yaml" in proc.stderr
+    assert "module torn down" not in proc.stderr
+    module = subprocess.run([sys.executable, "-m", "rubriclab.cli", "calls"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert module.returncode == 2 and "rubriclab calls: error:" in module.stderr

@@ -231,3 +231,12 @@ def test_numba_compiles_for_haswell_under_the_pins():
                          timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["False", "True"]
+
+
+def test_the_files_the_suite_starts_first_exist_once():
+    """tests/conftest.py's FIRST orders the slow files ahead of the rest; a renamed file would quietly lose its place
+    (and run last, alone on a worker)."""
+    from tests.conftest import FIRST
+
+    assert [name for name in FIRST if not (ROOT / "tests" / name).is_file()] == []
+    assert len(set(FIRST)) == len(FIRST)

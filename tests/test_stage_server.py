@@ -1,7 +1,7 @@
 """The warm stage server (rubriclab.stages._server): a stage forked from it behaves as the same stage started fresh.
 
 Each test starts its clients in a session of their own (its own process group, so its own server) and kills that
-group at the end, server included. The byte-for-byte equality of a served pipeline's outputs with a fresh-process
+group at the end, server included; the three that need only a warm server share one group (``shared_workdir``). The byte-for-byte equality of a served pipeline's outputs with a fresh-process
 one is tests/test_reliability_faults.py's (its faulty run turns the server off).
 """
 
@@ -49,10 +49,24 @@ def workdir(tmp_path):
             pass
 
 
+@pytest.fixture(scope="module")
+def shared_workdir(tmp_path_factory):
+    """One process group (so one server) for the tests that only need a warm one: each server's start-up imports cost
+    ~6 s of a core. A sleeping leader keeps the group alive between them (the server leaves after 30 idle seconds;
+    the next client then starts another)."""
+    root = tmp_path_factory.mktemp("stage_server_shared")
+    (root / "stand_in_stage.py").write_text(STAGE)
+    leader = subprocess.Popen(["sleep", "900"], process_group=0)  # a group of its own, in this session
+    yield root, [leader]
+    os.killpg(leader.pid, signal.SIGKILL)
+    leader.wait(timeout=30)
+
+
 def _env(var: str = "x") -> dict[str, str]:
     """A client's environment (part of the server's key): the server on, STAGE_VAR=var."""
     env = dict(os.environ, STAGE_VAR=var)
     env.pop("RUBRICLAB_STAGE_SERVER", None)
+    env.pop("PYTEST_CURRENT_TEST", None)  # pytest's per-test name: the tests sharing a group share its server
     return env
 
 
@@ -115,7 +129,8 @@ def test_another_environment_gets_another_server(workdir):
 
 
 @pytest.mark.timeout(180)
-def test_a_signal_to_the_client_ends_the_stage_and_becomes_the_clients_status(workdir):
+def test_a_signal_to_the_client_ends_the_stage_and_becomes_the_clients_status(shared_workdir):
+    workdir = shared_workdir
     client, pid = _served_sleeper(workdir)
     client.send_signal(signal.SIGTERM)
     assert client.wait(timeout=30) == 128 + signal.SIGTERM  # scripts/stage names the signal from this
@@ -123,25 +138,12 @@ def test_a_signal_to_the_client_ends_the_stage_and_becomes_the_clients_status(wo
 
 
 @pytest.mark.timeout(180)
-def test_a_stage_dies_with_its_sigkilled_client(workdir):
+def test_a_stage_dies_with_its_sigkilled_client(shared_workdir):
+    workdir = shared_workdir
     client, pid = _served_sleeper(workdir)
     client.kill()
     client.wait(timeout=30)
     _wait_gone(pid)
-
-
-@pytest.mark.timeout(180)
-def test_a_changed_rubriclab_source_sends_stages_back_to_fresh_processes(workdir):
-    _finish(_client(workdir))
-    assert _finish(_client(workdir))[1]["warm"] is True
-    source = Path(_server.__file__)
-    st = source.stat()
-    try:
-        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
-        # the server answers "stale" and exits; the client runs the stage itself
-        assert _finish(_client(workdir))[1]["warm"] is False
-    finally:
-        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
 def test_the_server_is_off_when_asked():
@@ -167,8 +169,10 @@ def test_the_stage_command_rejects_an_unknown_stage():
 
 
 def _served_sleeper(workdir) -> tuple[subprocess.Popen, int]:
-    """A stage command whose stage (forked by the group's server: the first client started it) sleeps; its pid."""
+    """A stage command whose stage (forked by the group's server: a first client starts it if none runs) sleeps;
+    its pid."""
     _finish(_client(workdir))
+    (workdir[0] / "stage.pid").unlink(missing_ok=True)  # an earlier sleeper's, in a shared folder
     client = _client(workdir, "sleep")
     pid = _wait_pid(workdir[0])
     assert pid != client.pid
@@ -195,8 +199,9 @@ def _wait_gone(pid: int) -> None:
 
 
 @pytest.mark.timeout(180)
-def test_a_request_whose_client_stopped_waiting_forks_nothing(workdir):
+def test_a_request_whose_client_stopped_waiting_forks_nothing(shared_workdir):
     """A client that gave up on a slow server runs the stage itself; the server must not run it a second time."""
+    workdir = shared_workdir
     import socket as socketlib
     import struct
 
@@ -212,3 +217,48 @@ def test_a_request_whose_client_stopped_waiting_forks_nothing(workdir):
     time.sleep(1)
     assert _finish(_client(workdir))[1]["warm"] is True  # the server still serves
     assert "for stand_in_stage marker" not in _server_log(workdir)
+
+
+# a stage that ends by sys.exit: its atexit handler must run, its module's teardown (a global's __del__) must not
+EXITING_STAGE = textwrap.dedent("""
+    import atexit, sys
+
+    class Sentinel:
+        def __del__(self):
+            sys.stderr.write("module torn down\\n")
+
+    sentinel = Sentinel()
+    atexit.register(lambda: sys.stderr.write("atexit ran\\n"))
+    print("done")
+    sys.exit(5)
+""")
+
+
+@pytest.mark.timeout(180)
+def test_a_served_stage_ends_with_its_status_and_atexit_handlers_but_no_module_teardown(shared_workdir):
+    """The forked child ends through rubriclab.stages.exit_stage whatever way the stage exits: the teardown of the
+    server's preloaded modules cost every such served stage ~2.3 s of a core."""
+    (shared_workdir[0] / "exiting_stage.py").write_text(EXITING_STAGE)
+    _finish(_client(shared_workdir))  # the group's server runs
+    proc = _client(shared_workdir, module="exiting_stage")
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, err) == (5, "done\n", "atexit ran\n")
+    assert "for exiting_stage" in _server_log(shared_workdir)  # served, not run by the client
+    fresh = subprocess.run([sys.executable, "exiting_stage.py"], cwd=shared_workdir[0], capture_output=True,
+                           text=True, timeout=60)
+    assert (fresh.returncode, fresh.stderr) == (5, "atexit ran\nmodule torn down\n")  # what the check tells apart
+
+
+@pytest.mark.timeout(180)
+def test_a_changed_rubriclab_source_sends_stages_back_to_fresh_processes(workdir):
+    # last in the file: a server that loaded the touched file leaves (the shared group's too)
+    _finish(_client(workdir))
+    assert _finish(_client(workdir))[1]["warm"] is True
+    source = Path(_server.__file__)
+    st = source.stat()
+    try:
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+        # the server answers "stale" and exits; the client runs the stage itself
+        assert _finish(_client(workdir))[1]["warm"] is False
+    finally:
+        os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns))

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from rubriclab.errors import RubricLabError
 
@@ -583,5 +584,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def entry() -> NoReturn:
+    """The ``rubriclab`` command (and ``python -m rubriclab.cli``): ``main``'s status, through
+    ``rubriclab.stages.exit_stage``: atexit handlers run, the interpreter's teardown of what the command imported is
+    skipped (`rubriclab doctor` loads torch and both embedded models: ~2.7 s of a core after its last line). Imported
+    here, before any command imports a library, so that its handler runs after theirs."""
+    from rubriclab.stages import exit_stage
+
+    exit_stage(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -42,8 +42,9 @@ atexit.register(_skip_teardown)
 
 
 def exit_stage(status: int) -> NoReturn:
-    """``sys.exit(status)`` for a stage's ``__main__``: the usual exit (threads joined, atexit handlers run), then the
-    process ends with ``status`` without tearing the imported modules down (``_skip_teardown``)."""
+    """``sys.exit(status)`` for a stage's ``__main__`` (also how the warm stage server, its forked stages and the
+    ``rubriclab`` command end): the usual exit (threads joined, atexit handlers run), then the process ends with
+    ``status`` without tearing the imported modules down (``_skip_teardown``)."""
     global _exit_status
     _exit_status = int(status)
     sys.exit(status)
