@@ -240,3 +240,12 @@ def test_the_files_the_suite_starts_first_exist_once():
 
     assert [name for name in FIRST if not (ROOT / "tests" / name).is_file()] == []
     assert len(set(FIRST)) == len(FIRST)
+
+
+def test_only_an_xdist_worker_ends_without_the_teardown():
+    """tests/conftest.py ends an xdist worker with os._exit(0); any other process that imports it, e.g. a pytest
+    a test starts (it inherits PYTEST_XDIST_WORKER), keeps its own exit status."""
+    env = {**os.environ, "PYTEST_XDIST_WORKER": "gw0"}
+    child = subprocess.run([sys.executable, "-c", "import tests.conftest, sys; sys.exit(3)"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert child.returncode == 3, child.stderr[-2000:]
