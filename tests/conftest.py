@@ -1,38 +1,15 @@
 from __future__ import annotations
 
-import atexit
-import logging
 import os
 import sys
+
+# first, before rubriclab.llm and the libraries the tests import register their atexit handlers: those run before a
+# worker's skipped teardown (pytest_configure)
+from rubriclab.stages import end_without_teardown
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-
-
-_XDIST_WORKER_PID: list[int] = []  # this process's pid once pytest_configure saw it is an xdist worker
-
-
-def _end_worker_without_teardown() -> None:
-    """An xdist worker ends without the interpreter's teardown of the modules its tests imported (torch, transformers,
-    MLflow, litellm, ...: seconds of a core, which `make test` waited for at its very end: the controller waits for
-    its workers to exit). By then the worker has sent its last report and finished its fixtures, its non-daemon
-    threads are joined, and the atexit handlers registered after this one (every library the tests imported, the
-    call stores' close) have run: registered here, before rubriclab is imported, it runs after them. The
-    controller, whose exit status is the run's, ends the usual way, and so does any other process that imports this
-    file (a pytest a test starts inherits PYTEST_XDIST_WORKER, hence the pid)."""
-    if _XDIST_WORKER_PID != [os.getpid()]:
-        return
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(0)
-
-
-atexit.register(_end_worker_without_teardown)
 
 import pytest  # noqa: E402
 
@@ -90,10 +67,15 @@ def pytest_configure(config):
     """Each xdist worker (and every stage it starts) gets its share of the cores: llama.cpp and torch use every core
     by default, and two workers' models spinning on four threads over two cores ran the embedded-model tests 3-4x
     slower. Set here, in the controller, before the workers start (they inherit its environment); a worker reads
-    the same count from PYTEST_XDIST_WORKER_COUNT. A value set by the user wins. An xdist worker also marks itself
-    as one (``_end_worker_without_teardown``)."""
-    if hasattr(config, "workerinput"):  # set by pytest-xdist in its workers only
-        _XDIST_WORKER_PID[:] = [os.getpid()]
+    the same count from PYTEST_XDIST_WORKER_COUNT. A value set by the user wins.
+
+    An xdist worker (``workerinput``: set by pytest-xdist in its workers only) ends without the interpreter's teardown
+    of the modules its tests imported (torch, transformers, MLflow, ...: seconds of a core that `make test` waited
+    for at its very end, the controller waiting for its workers to exit): by then it has sent its last report and its
+    atexit handlers have run. The controller, whose exit status is the run's, and any other process that imports
+    this file (a pytest a test starts inherits PYTEST_XDIST_WORKER) end the usual way."""
+    if hasattr(config, "workerinput"):
+        end_without_teardown(0)
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or getattr(config.option, "numprocesses", None) or 1)
     share = str(max(1, (os.cpu_count() or 2) // workers))
     os.environ.setdefault("RUBRICLAB_THREADS", share)

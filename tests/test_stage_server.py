@@ -1,8 +1,9 @@
 """The warm stage server (rubriclab.stages._server): a stage forked from it behaves as the same stage started fresh.
 
 Each test starts its clients in a session of their own (its own process group, so its own server) and kills that
-group at the end, server included; the three that need only a warm server share one group (``shared_workdir``). The byte-for-byte equality of a served pipeline's outputs with a fresh-process
-one is tests/test_reliability_faults.py's (its faulty run turns the server off).
+group at the end, server included; the tests that need only a warm server share one group (``shared_workdir``).
+The byte-for-byte equality of a served pipeline's outputs with a fresh-process one is
+tests/test_reliability_faults.py's (its faulty run turns the server off).
 """
 
 from __future__ import annotations
@@ -130,8 +131,7 @@ def test_another_environment_gets_another_server(workdir):
 
 @pytest.mark.timeout(180)
 def test_a_signal_to_the_client_ends_the_stage_and_becomes_the_clients_status(shared_workdir):
-    workdir = shared_workdir
-    client, pid = _served_sleeper(workdir)
+    client, pid = _served_sleeper(shared_workdir)
     client.send_signal(signal.SIGTERM)
     assert client.wait(timeout=30) == 128 + signal.SIGTERM  # scripts/stage names the signal from this
     _wait_gone(pid)
@@ -139,8 +139,7 @@ def test_a_signal_to_the_client_ends_the_stage_and_becomes_the_clients_status(sh
 
 @pytest.mark.timeout(180)
 def test_a_stage_dies_with_its_sigkilled_client(shared_workdir):
-    workdir = shared_workdir
-    client, pid = _served_sleeper(workdir)
+    client, pid = _served_sleeper(shared_workdir)
     client.kill()
     client.wait(timeout=30)
     _wait_gone(pid)
@@ -201,7 +200,7 @@ def _wait_gone(pid: int) -> None:
 @pytest.mark.timeout(180)
 def test_a_request_whose_client_stopped_waiting_forks_nothing(shared_workdir):
     """A client that gave up on a slow server runs the stage itself; the server must not run it a second time."""
-    workdir = shared_workdir
+    workdir = shared_workdir  # this test's many helper calls
     import socket as socketlib
     import struct
 

@@ -45,9 +45,16 @@ def exit_stage(status: int) -> NoReturn:
     """``sys.exit(status)`` for a stage's ``__main__`` (also how the warm stage server, its forked stages and the
     ``rubriclab`` command end): the usual exit (threads joined, atexit handlers run), then the process ends with
     ``status`` without tearing the imported modules down (``_skip_teardown``)."""
+    end_without_teardown(status)
+    sys.exit(status)
+
+
+def end_without_teardown(status: int) -> None:
+    """Make this process, whenever it exits, end as ``exit_stage`` ends a stage: with ``status``, after the atexit
+    handlers registered after this package was imported. For a process whose exit is someone else's code (a test
+    suite's xdist worker)."""
     global _exit_status
     _exit_status = int(status)
-    sys.exit(status)
 
 
 def run_stage(main: Callable[[], int], name: str) -> int:
