@@ -70,10 +70,10 @@ class Forced:
     def __init__(self, name: str, path: str) -> None:
         from llama_cpp import Llama
 
-        from rubriclab.llm._local import N_CTX, guard_prefix_reuse, local_threads
+        from rubriclab.llm._local import N_CTX, guard_prefix_reuse, llama_threads
 
         self.name, self.grammar_last = name, name.endswith("_gl")
-        self.llm = guard_prefix_reuse(Llama(model_path=path, n_ctx=N_CTX, n_threads=local_threads(),
+        self.llm = guard_prefix_reuse(Llama(model_path=path, n_ctx=N_CTX, **llama_threads(),
                                             verbose=False, seed=0))
         self.size_mb = os.path.getsize(path) / 1e6
         self.prefill_s = self.sample_s = self.decode_s = 0.0

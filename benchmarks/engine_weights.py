@@ -99,7 +99,15 @@ def main() -> int:
 
     from llama_cpp import Llama
 
-    from rubriclab.llm._local import CHAT_MODELS, N_CTX, _chat, guard_prefix_reuse, load_chat_model, local_threads
+    from rubriclab.llm._local import (
+        CHAT_MODELS,
+        N_CTX,
+        _chat,
+        guard_prefix_reuse,
+        llama_threads,
+        load_chat_model,
+        local_threads,
+    )
     from rubriclab.llm._weights import locate_model_file
 
     shipped = str(locate_model_file(*CHAT_MODELS["smollm2-135m"]))
@@ -110,7 +118,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         paths = {a: shipped if a == "q4_1" else quantized(shipped, a.removesuffix("_gl"), Path(tmp)) for a in arms}
         models = {a: load_chat_model(p) if a.endswith("_gl") else
-                  guard_prefix_reuse(Llama(model_path=p, n_ctx=N_CTX, n_threads=local_threads(), verbose=False,
+                  guard_prefix_reuse(Llama(model_path=p, n_ctx=N_CTX, **llama_threads(), verbose=False,
                                            seed=0)) for a, p in paths.items()}
         sizes = {a: os.path.getsize(p) / 1e6 for a, p in paths.items()}
         secs = {a: 0.0 for a in arms}

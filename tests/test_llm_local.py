@@ -188,11 +188,11 @@ def test_saved_states_keep_to_their_budget_and_drop_a_state_the_next_one_extends
     from llama_cpp import Llama
 
     from rubriclab.llm._kvstates import KVStates
-    from rubriclab.llm._local import N_CTX, eval_after_prefix, guard_prefix_reuse, local_threads, prompt_cells
+    from rubriclab.llm._local import N_CTX, eval_after_prefix, guard_prefix_reuse, llama_threads, prompt_cells
     from rubriclab.llm._weights import chat_weights
 
     llm = guard_prefix_reuse(Llama(model_path=str(chat_weights("smollm2-135m")), n_ctx=N_CTX,
-                                   n_threads=local_threads(), verbose=False, seed=0))
+                                   **llama_threads(), verbose=False, seed=0))
     tokens = [llm.tokenize(f"Prompt number {i}: tell me about topic {i} in detail please.".encode(), add_bos=False)
               for i in range(4)]
     eval_after_prefix(llm, tokens[0])

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from rubriclab.llm._local import N_CTX, _chat, guard_prefix_reuse, load_chat_model, local_threads
+from rubriclab.llm._local import N_CTX, _chat, guard_prefix_reuse, llama_threads, load_chat_model
 from rubriclab.llm._sampling import GrammarLastSampler, compact_json_grammar, grammar_last
 from rubriclab.llm._weights import chat_weights
 
@@ -33,7 +33,7 @@ def engines():
     path = chat_weights("smollm2-135m")
 
     def plain():
-        return guard_prefix_reuse(Llama(model_path=str(path), n_ctx=N_CTX, n_threads=local_threads(), verbose=False,
+        return guard_prefix_reuse(Llama(model_path=str(path), n_ctx=N_CTX, **llama_threads(), verbose=False,
                                         seed=0))
 
     # llama-cpp-python's own chain: the grammar before top-k

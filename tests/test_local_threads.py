@@ -23,7 +23,7 @@ def test_a_bad_value_names_the_variable_and_what_it_expects(monkeypatch, raw):
         local_threads()
 
 
-def test_the_chat_model_is_loaded_with_that_many_threads(monkeypatch):
+def test_the_chat_model_is_loaded_with_that_many_threads_for_decoding_and_the_prompt(monkeypatch):
     seen = {}
 
     class Llama:
@@ -41,4 +41,5 @@ def test_the_chat_model_is_loaded_with_that_many_threads(monkeypatch):
     finally:
         provider.close()
     assert seen["n_threads"] == 3
+    assert seen["n_threads_batch"] == 3  # the prompt too: llama-cpp-python's own default is every core
     assert seen["model_path"] == "/weights/smollm2-135m.f16.gguf"  # the F16 copy, not the shipped file

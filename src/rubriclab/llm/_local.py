@@ -53,6 +53,15 @@ def local_threads() -> int:
     return int(raw)
 
 
+def llama_threads() -> dict[str, int]:
+    """``Llama(**llama_threads())``: ``local_threads()`` for decoding and for prompt processing alike. llama-cpp-python
+    takes every core for the prompt (``n_threads_batch``) whatever ``n_threads`` says, and the prompt is most of a
+    judge call's time: two test workers' stages on two cores each ran two OpenMP threads that spun waiting on each
+    other, ~1.5x the CPU of one thread each (a fresh clone's `drift@demo`, benchmarks/README.md)."""
+    n = local_threads()
+    return {"n_threads": n, "n_threads_batch": n}
+
+
 class LocalProvider(litellm.CustomLLM):
     """litellm custom provider serving the embedded models. One lock per model: llama.cpp contexts are
     not thread-safe, and two cores gain nothing from parallel decoding anyway.
@@ -171,7 +180,7 @@ def load_chat_model(path: str | Path, n_ctx: int = N_CTX) -> Any:
     2 cores, but a prompt evaluated after a reused prefix then gets other logits than a fresh one (measured)."""
     from llama_cpp import Llama
 
-    llm = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=local_threads(), verbose=False, seed=0)
+    llm = Llama(model_path=str(path), n_ctx=n_ctx, **llama_threads(), verbose=False, seed=0)
     return grammar_last(guard_prefix_reuse(llm, kv_state_bytes=KV_STATE_BYTES))
 
 
