@@ -43,3 +43,16 @@ def test_the_chat_model_is_loaded_with_that_many_threads_for_decoding_and_the_pr
     assert seen["n_threads"] == 3
     assert seen["n_threads_batch"] == 3  # the prompt too: llama-cpp-python's own default is every core
     assert seen["model_path"] == "/weights/smollm2-135m.f16.gguf"  # the F16 copy, not the shipped file
+
+
+def test_the_engine_evaluates_prompts_on_that_many_threads(monkeypatch):
+    """The real llama.cpp context, not a stand-in: llama-cpp-python's default for the prompt is every core."""
+    from rubriclab.llm._local import load_chat_model
+    from rubriclab.llm._weights import chat_weights
+
+    monkeypatch.setenv("RUBRICLAB_THREADS", "1")
+    llm = load_chat_model(chat_weights("smollm2-135m"))
+    try:
+        assert (llm.context_params.n_threads, llm.context_params.n_threads_batch) == (1, 1)
+    finally:
+        llm.close()
