@@ -72,6 +72,29 @@ def test_flipped_labels_flip_the_learned_direction(policy, trained):
     assert np.sign(plain.mean()) == -np.sign(flipped.mean())
 
 
+def test_training_and_loading_an_adapter_print_no_checkpointing_deprecation(policy, tmp_path, recwarn):
+    """transformers 5 renamed gradient checkpointing to activation checkpointing: our DPOConfig uses the new name, and
+    the old alias PEFT and TRL read themselves is silenced around them (each was a line in every `make repro` log)."""
+    settings = DPOSettings.of({"mode": "lora", "batch_size": 2, "epochs": 1, "max_length": 64,
+                               "lora": {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": ["q_proj", "v_proj"]}})
+    res = train_dpo(policy, _rows(2), settings, tmp_path / "lora")
+    preference_margins(policy, _rows(2), adapter=res["out_dir"])
+    said = [str(w.message) for w in recwarn if "checkpointing" in str(w.message)]
+    assert not said, said
+    with pytest.warns(FutureWarning, match="is_gradient_checkpointing"):
+        assert load_policy(policy).is_gradient_checkpointing is False  # the alias still warns outside: nothing global changed
+
+
+def test_the_checkpointing_switch_takes_the_name_the_installed_transformers_has():
+    from dataclasses import make_dataclass
+
+    from rubriclab.align._train import _checkpointing_arg
+
+    assert _checkpointing_arg(make_dataclass("Args4", [("gradient_checkpointing", bool)])) == "gradient_checkpointing"
+    both = make_dataclass("Args5", [("gradient_checkpointing", bool), ("activation_checkpointing", bool)])
+    assert _checkpointing_arg(both) == "activation_checkpointing"
+
+
 def test_step_metrics_reach_a_nested_mlflow_run(policy, tmp_path, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     with stage_run("align", "align@t", {}, tmp_path, experiment="t") as run, run.trial("dpo seed@bench") as child:

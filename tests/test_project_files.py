@@ -197,6 +197,17 @@ def test_launcher_pins_the_numeric_kernels_to_avx2_unless_the_caller_chose(launc
     assert "NUMBA_CPU_FEATURES=+avx2;" in mine and "NUMBA_CPU_NAME=haswell;" in mine
 
 
+def test_launcher_runs_stages_offline_unless_the_caller_chose(launcher_project, tmp_path):
+    """The align stage's saved tokenizer_config.json records `local_files_only` from HF_HUB_OFFLINE: a `dvc repro`
+    from a shell without it wrote another output hash than `make repro` (the Makefile exports it)."""
+    script = tmp_path / "envpy"
+    script.write_text('#!/bin/sh\nprintf "%s" "${HF_HUB_OFFLINE-unset}"\n')
+    script.chmod(0o755)
+    env = {"PATH": "/usr/bin:/bin", "RUBRICLAB_PYTHON": str(script)}
+    assert _launch(launcher_project, env, "align") == "1"
+    assert _launch(launcher_project, {**env, "HF_HUB_OFFLINE": "0"}, "align") == "0"
+
+
 def test_the_pinned_kernels_are_accepted_and_in_force():
     """numpy refuses some names in NPY_DISABLE_CPU_FEATURES at import; torch must report AVX2 kernels and numpy
     no AVX-512 loop under the pins, whatever this machine's CPU reports."""

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import shutil
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -157,6 +158,15 @@ def trained_folder(folder: str | Path) -> str:
                       "fine-tune); run `rubriclab align train` (or the `align` stage) first")
 
 
+@contextmanager
+def libraries_own_deprecations() -> Iterator[None]:
+    """Silence transformers' ``is_gradient_checkpointing`` alias warning, which PEFT and TRL trigger from their own
+    code (nothing a user can change): otherwise every adapter load and DPO reference pass adds a line to `make repro`."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
+        yield
+
+
 def load_policy(source: str, adapter: str | Path | None = None, device: str = "cpu", training: bool = False) -> Any:
     """The base model from ``source``, or a trained policy when ``adapter`` names its folder (a LoRA adapter put on
     ``source``, or a full checkpoint loaded in its place), in eval mode on ``device``; ``training``: float32. For
@@ -174,7 +184,8 @@ def load_policy(source: str, adapter: str | Path | None = None, device: str = "c
     if kind == "adapter":
         from peft import PeftModel
 
-        model = PeftModel.from_pretrained(model, str(adapter))
+        with libraries_own_deprecations():
+            model = PeftModel.from_pretrained(model, str(adapter))
         if not training:  # W + BA folded in once, no extra matmuls per layer: 1.06x on the demo's best-of-n
             model = model.merge_and_unload()
     return model.to(device).eval()

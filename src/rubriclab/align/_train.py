@@ -20,7 +20,14 @@ import numpy as np
 import pandas as pd
 
 from rubriclab._params_schema import Data, Dpo, Params
-from rubriclab.align._policy import chat_prompt, load_policy, load_tokenizer, pick_device, require_align
+from rubriclab.align._policy import (
+    chat_prompt,
+    libraries_own_deprecations,
+    load_policy,
+    load_tokenizer,
+    pick_device,
+    require_align,
+)
 from rubriclab.align._reference import shared_reference_trainer
 from rubriclab.atomic import write_json, write_text
 from rubriclab.errors import InputError
@@ -92,6 +99,13 @@ def _callback(run: Any, history: list[dict[str, Any]]) -> Any:
     return StepLog()
 
 
+def _checkpointing_arg(config_class: Any) -> str:
+    """transformers 5 renamed ``gradient_checkpointing`` to ``activation_checkpointing`` (the old name warns); the
+    project allows transformers 4.45 too, where only the old name exists."""
+    fields = getattr(config_class, "__dataclass_fields__", {})
+    return "activation_checkpointing" if "activation_checkpointing" in fields else "gradient_checkpointing"
+
+
 def dpo_config(settings: DPOSettings, device: str, steps: int, work: Path, progress: bool = False) -> Any:
     """TRL's DPOConfig for ``settings``. On cuda ``bf16=True`` over the float32 weights ``load_policy(training=True)``
     gives is mixed precision (bf16 autocast, float32 optimizer updates); the cpu trains in float32."""
@@ -106,7 +120,7 @@ def dpo_config(settings: DPOSettings, device: str, steps: int, work: Path, progr
         warmup_steps=int(math.ceil(d.warmup_ratio * steps)),  # DPOConfig here takes steps, not a ratio
         max_length=d.max_length, max_grad_norm=d.max_grad_norm, logging_steps=1,
         report_to=[], save_strategy="no", seed=settings.seed, data_seed=settings.seed,
-        use_cpu=device == "cpu", bf16=device == "cuda", gradient_checkpointing=False,
+        use_cpu=device == "cpu", bf16=device == "cuda", **{_checkpointing_arg(DPOConfig): False},
         disable_tqdm=not progress,
         # the reference's values once per distinct sequence (align._reference), unless ``extra`` says otherwise
         **{"precompute_ref_log_probs": True, **settings.extra})
@@ -143,11 +157,12 @@ def train_dpo(source: str, rows: pd.DataFrame, settings: DPOSettings, out_dir: s
     model = load_policy(source, device=device, training=True).train()  # float32 master weights
     history: list[dict[str, Any]] = []
     trainer_class = shared_reference_trainer({} if reference_memo is None else reference_memo)
-    trainer = trainer_class(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
-                            peft_config=peft_config, callbacks=[_callback(run, history)])
-    started = time.perf_counter()
-    trainer.train()
-    seconds = time.perf_counter() - started
+    with libraries_own_deprecations():
+        trainer = trainer_class(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
+                                peft_config=peft_config, callbacks=[_callback(run, history)])
+        started = time.perf_counter()
+        trainer.train()
+        seconds = time.perf_counter() - started
     tmp = out_dir.with_name(out_dir.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     trainer.save_model(str(tmp))
