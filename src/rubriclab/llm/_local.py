@@ -57,7 +57,7 @@ def llama_threads() -> dict[str, int]:
     """``Llama(**llama_threads())``: ``local_threads()`` for decoding and for prompt processing alike. llama-cpp-python
     takes every core for the prompt (``n_threads_batch``) whatever ``n_threads`` says, and the prompt is most of a
     judge call's time: two test workers' stages on two cores each ran two OpenMP threads that spun waiting on each
-    other, ~1.5x the CPU of one thread each (a fresh clone's `drift@demo`, benchmarks/README.md)."""
+    other (2.7x the wall and CPU time of one thread each side by side: benchmarks/local_threads.py)."""
     n = local_threads()
     return {"n_threads": n, "n_threads_batch": n}
 
