@@ -4,8 +4,8 @@ judging the same demo pairs on the embedded SmolLM2 with one decoding thread, th
 with ``RUBRICLAB_THREADS=1``, what it does now). One process alone in each arm too: the single job's case
 (`make repro`, where nothing else runs).
 
-Each child loads the engine as `rubriclab.llm._local.load_chat_model` does (prefix reuse, grammar last) with the
-arm's thread counts and runs the direct pairwise judge prompt (rubric first) on N demo pairs at T=0, 16 tokens,
+Each child loads the engine with `rubriclab.llm._local.load_chat_model` (prefix reuse, grammar last), the arm's
+thread counts from `llama_threads`, and runs the direct pairwise judge prompt (rubric first) on N demo pairs at T=0, 16 tokens,
 then prints its replies. Wall time and the children's CPU time (getrusage) per arm; arms alternate per repeat.
 Replies are compared across arms (llama.cpp splits each matrix product by rows: the count should not change them).
 
@@ -29,21 +29,17 @@ ARMS = {"prompt on every core": None, "prompt on one thread": 1}  # n_threads_ba
 
 
 def child(pairs: int, batch: int | None) -> None:
-    from llama_cpp import Llama
-
-    from rubriclab.llm._local import KV_STATE_BYTES, N_CTX, _chat, grammar_last, guard_prefix_reuse, llama_threads
+    from rubriclab.llm import _local
     from rubriclab.llm._weights import chat_weights
 
     sys.path.insert(0, os.path.dirname(__file__))
     from embedded_judge import judge_messages
 
-    threads = llama_threads()  # RUBRICLAB_THREADS=1: one thread each
-    if batch is None:
-        threads["n_threads_batch"] = os.cpu_count() or 2  # llama-cpp-python's default
-    llm = grammar_last(guard_prefix_reuse(Llama(model_path=str(chat_weights("smollm2-135m")), n_ctx=N_CTX, **threads,
-                                                verbose=False, seed=0), kv_state_bytes=KV_STATE_BYTES))
-    replies = [_chat(llm, m, {"temperature": 0.0, "max_tokens": 16})["text"]
-               for m in judge_messages(pairs)]
+    if batch is None:  # before: llama-cpp-python's default for the prompt, every core
+        now = _local.llama_threads  # RUBRICLAB_THREADS=1: one thread each
+        _local.llama_threads = lambda: {**now(), "n_threads_batch": os.cpu_count() or 2}
+    llm = _local.load_chat_model(chat_weights("smollm2-135m"))  # the engine as the gateway's provider builds it
+    replies = [_local._chat(llm, m, {"temperature": 0.0, "max_tokens": 16})["text"] for m in judge_messages(pairs)]
     print(json.dumps(replies))
 
 
