@@ -317,6 +317,43 @@ def test_latency_is_applied_without_blocking() -> None:
         assert asyncio.run(many(server.url, 20)) < 3.0
 
 
+def test_latency_jitter_draws_each_delay_from_its_range_reproducibly() -> None:
+    a, b = FakeOpenAIServer(latency=0.2, latency_jitter=0.1), FakeOpenAIServer(latency=0.2, latency_jitter=0.1)
+    draws = [a._delay() for _ in range(300)]
+    assert draws == [b._delay() for _ in range(300)]  # the same seed, the same delays
+    assert all(0.1 <= d <= 0.3 for d in draws) and min(draws) < 0.12 and max(draws) > 0.28
+    assert [FakeOpenAIServer(latency=0.2)._delay() for _ in range(3)] == [0.2, 0.2, 0.2]
+    with pytest.raises(ValueError, match=r"latency_jitter must be between 0 and latency \(0.1\), got 0.2"):
+        FakeOpenAIServer(latency=0.1, latency_jitter=0.2)
+
+
+def test_the_command_line_refuses_a_jitter_larger_than_the_latency(capsys) -> None:
+    from rubriclab.testing.__main__ import _parse
+
+    assert _parse(["--latency", "0.2", "--latency-jitter", "0.05"]).latency_jitter == 0.05
+    with pytest.raises(SystemExit):
+        _parse(["--latency", "0.1", "--latency-jitter", "0.2"])
+    assert "--latency-jitter must be between 0 and --latency (0.1), got 0.2" in capsys.readouterr().err
+
+
+def test_stats_count_the_most_chat_requests_answered_at_once() -> None:
+    async def together(url: str, n: int) -> None:
+        async with aiohttp.ClientSession() as s:
+
+            async def one(i: int) -> None:
+                async with s.post(url + "/chat/completions", json={"messages": MSG, "seed": i}) as r:
+                    assert r.status == 200
+                    await r.read()
+
+            await asyncio.gather(*(one(i) for i in range(n)))
+
+    with FakeOpenAIServer(latency=0.3) as server:
+        assert server.stats()["peak_in_flight"] == 0
+        asyncio.run(together(server.url, 5))
+        assert _post(server.url, {"messages": MSG})[0] == 200  # one at a time after: the peak stays
+        assert server.stats()["peak_in_flight"] == 5
+
+
 def test_subprocess_mode_prints_url_and_serves() -> None:
     import rubriclab.testing._fake_server as fs
 

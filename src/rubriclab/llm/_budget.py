@@ -42,9 +42,9 @@ class SpendBudget:
 
 
 def _is_free(model: str) -> bool:
-    from rubriclab.llm._providers import registered_providers
+    from rubriclab.llm._providers import in_process
 
-    return "/" in model and model.split("/", 1)[0] in registered_providers()  # in-process: no provider bill
+    return in_process(model)  # no provider bill
 
 
 def prompt_tokens_of(model: str, messages: list[dict[str, Any]]) -> int:

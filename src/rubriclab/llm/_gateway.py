@@ -16,6 +16,8 @@ from rubriclab.errors import ParseFailure
 from rubriclab.llm._budget import SpendBudget, SpendGuard
 from rubriclab.llm._limits import ModelLimiter
 from rubriclab.llm._loops import REPETITION
+from rubriclab.llm._pacing import TURNS, SendPacer
+from rubriclab.llm._providers import in_process
 from rubriclab.llm._retry import backoff_seconds, check_response, describe, is_retryable, retry_after_seconds
 from rubriclab.llm._roles import RoleSpec
 from rubriclab.llm._schedule import prefix_order, shares_kv_state
@@ -307,11 +309,14 @@ class _Writes:
 class Gateway:
     """Runs batches of CallRequests through litellm with caching, limits, retries and a ledger.
 
-    ``stage`` labels every stored call and batch so ``rubriclab calls`` can account per stage.
+    ``stage`` labels every stored call and batch so ``rubriclab calls`` can account per stage. ``send_turns``: how
+    many calls to a provider over the network build their request in litellm at once (``llm._pacing``; None: no
+    limit).
     """
 
     def __init__(self, store: CallStore, stage: str = "adhoc", progress: bool = True,
-                 prefix_schedule: bool = True, budget: SpendBudget | None = None) -> None:
+                 prefix_schedule: bool = True, budget: SpendBudget | None = None,
+                 send_turns: int | None = TURNS) -> None:
         self.store = store
         self.stage = stage
         self.spend = SpendGuard(budget or SpendBudget(), stage)  # fresh calls of this gateway vs llm.budget
@@ -322,6 +327,8 @@ class Gateway:
         self._slots: dict[tuple[str, str | None], asyncio.Semaphore] = {}  # claim only what can run now
         self._writes: _Writes | None = None  # the running batch's grouped store writes
         self._salt: bytes | None = None
+        self.send_turns = send_turns
+        self.pacer: SendPacer | None = None  # the running (or last) batch's send turns
 
     @property
     def salt(self) -> bytes:
@@ -338,6 +345,7 @@ class Gateway:
     async def arun(self, requests: Sequence[CallRequest], desc: str = "calls") -> list[CallResult]:
         """Run a batch on the current event loop; results come back in request order."""
         self._limiters, self._inflight, self._slots = {}, {}, {}  # asyncio primitives belong to one loop
+        self.pacer = SendPacer(self.send_turns) if self.send_turns is not None else None
         stats = _BatchStats(self.stage)
         writes: _Writes | None = None
         if requests:
@@ -532,18 +540,25 @@ class Gateway:
         private = role.private_params()  # resolved at call time: sent, never stored
         secrets = role.secret_values()
         retries = 0
+        pacer = self.pacer if not in_process(role.model) else None
         while True:
             await limiter.acquire(est)
             used: int | None = None
+            handoff = None
+            answered = False
             t0 = time.perf_counter()
             try:
+                if pacer is not None:
+                    handoff = await pacer.take(_group(role))
+                    t0 = time.perf_counter()  # the call's latency, not its wait for a turn
                 # transport params (endpoint, key) win over a same-named `extra` entry; the store and the key
                 # see only public_params(params) (the allow-list) and the role's private fields only as names and
                 # a salted hash
+                kwargs = merge_params(params, private, role.transport_params())
+                kwargs["logger_fn"] = handoff  # litellm calls it as it sends: the next call's turn to build
                 resp = await litellm.acompletion(
-                    model=role.model, messages=messages, timeout=role.timeout, num_retries=0, max_retries=0,
-                    **merge_params(params, private, role.transport_params()),
-                )
+                    model=role.model, messages=messages, timeout=role.timeout, num_retries=0, max_retries=0, **kwargs)
+                answered = True
                 check_response(resp)
                 rec = _record_from_response(resp, req, messages, params, key, attempt, self.stage,
                                             time.perf_counter() - t0, retries)
@@ -562,6 +577,8 @@ class Gateway:
                     delay = backoff_seconds(retries)
                 self.store.record_retry(key, self.stage, role.name, role.model, _describe(exc, secrets))
             finally:
+                if pacer is not None:
+                    pacer.done(_group(role), handoff, ok=answered)
                 limiter.release(est, used)
             retries += 1
             await asyncio.sleep(delay)

@@ -32,6 +32,11 @@ def registered_providers() -> dict[str, object]:
     return dict(_handlers)
 
 
+def in_process(model: str) -> bool:
+    """Whether ``model`` is served by a provider registered here (no network, no provider bill)."""
+    return "/" in model and model.split("/", 1)[0] in _handlers
+
+
 def chat_response(model: str, text: str, *, usage: dict | None = None, logprobs: dict | None = None,
                   finish_reason: str = "stop", loop: dict | None = None) -> litellm.ModelResponse:
     """An OpenAI-shaped chat completion for in-process providers. ``finish_reason="repetition"`` (a reply the

@@ -19,6 +19,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port")
     p.add_argument("--latency", type=float, default=0.0, help="seconds added to every successful answer")
+    p.add_argument("--latency-jitter", type=float, default=0.0,
+                   help="answers take uniform(latency - J, latency + J) seconds instead (0 <= J <= latency)")
     p.add_argument("--fault-rate", type=float, default=0.0)
     p.add_argument(
         "--fault-kinds", default=",".join(FAULT_KINDS), help="comma-separated subset of " + ",".join(ALL_FAULT_KINDS)
@@ -27,7 +29,10 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--max-faults-per-key", type=int, default=1)
     p.add_argument("--retry-after", type=float, default=0.05)
     p.add_argument("--hang-seconds", type=float, default=30.0)
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if not 0.0 <= args.latency_jitter <= args.latency:
+        p.error(f"--latency-jitter must be between 0 and --latency ({args.latency}), got {args.latency_jitter}")
+    return args
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -41,7 +46,8 @@ async def _serve(args: argparse.Namespace) -> None:
             retry_after=args.retry_after,
             hang_seconds=args.hang_seconds,
         )
-    server = FakeOpenAIServer(latency=args.latency, faults=plan, host=args.host, port=args.port)
+    server = FakeOpenAIServer(latency=args.latency, faults=plan, host=args.host, port=args.port,
+                              latency_jitter=args.latency_jitter)
     await server.start_async()
     print(server.url, flush=True)
     stop = asyncio.Event()

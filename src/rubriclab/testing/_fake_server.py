@@ -230,7 +230,9 @@ class FakeOpenAIServer:
     """OpenAI-compatible server on aiohttp, run in a background thread with its own event loop.
 
     Use as a context manager, or ``start()``/``stop()``. ``url`` ends in ``/v1`` (pass it as
-    litellm's ``api_base``). Latency is an ``asyncio.sleep`` applied to every HTTP-200 answer.
+    litellm's ``api_base``). Latency is an ``asyncio.sleep`` applied to every HTTP-200 answer: ``latency``
+    seconds, or with ``latency_jitter`` a draw from uniform(latency - jitter, latency + jitter), seeded by
+    ``jitter_seed`` (a real provider's answers vary in time; a constant one keeps concurrent clients in step).
     """
 
     def __init__(
@@ -240,14 +242,21 @@ class FakeOpenAIServer:
         responder: Callable[[dict], str] | None = None,
         host: str = "127.0.0.1",
         port: int = 0,
+        latency_jitter: float = 0.0,
+        jitter_seed: int = 0,
     ) -> None:
+        if not 0.0 <= latency_jitter <= latency:
+            raise ValueError(f"latency_jitter must be between 0 and latency ({latency}), got {latency_jitter}")
         self.latency = float(latency)
+        self.latency_jitter = float(latency_jitter)
+        self._jitter_rng = random.Random(jitter_seed)
         self.faults = faults
         self.responder = responder or default_responder
         self.host = host
         self.port = port
         self._lock = threading.Lock()
         self._requests = 0
+        self._in_flight = self._peak_in_flight = 0
         self._ok = 0
         self._embeddings_ok = 0
         self._fault_counts: dict[str, int] = {k: 0 for k in FAULT_KINDS}
@@ -348,10 +357,12 @@ class FakeOpenAIServer:
 
     def stats(self) -> dict[str, Any]:
         """Counts so far: ``requests``, ``completions_ok``, ``embeddings_ok``, ``faults`` by kind,
-        ``attempts`` per request key (POST endpoints only)."""
+        ``attempts`` per request key (POST endpoints only), ``peak_in_flight`` (the most chat requests being
+        answered at once)."""
         with self._lock:
             return {
                 "requests": self._requests,
+                "peak_in_flight": self._peak_in_flight,
                 "completions_ok": self._ok,
                 "embeddings_ok": self._embeddings_ok,
                 "faults": dict(self._fault_counts),
@@ -362,6 +373,11 @@ class FakeOpenAIServer:
         return web.Response(body=_dumps(self.stats()), content_type="application/json")
 
     # -- handlers ------------------------------------------------------------------------------
+
+    def _delay(self) -> float:
+        if not self.latency_jitter:
+            return self.latency
+        return self._jitter_rng.uniform(self.latency - self.latency_jitter, self.latency + self.latency_jitter)
 
     async def _read(self, request: web.Request) -> tuple[dict | None, web.Response | None]:
         raw = await request.read()
@@ -412,6 +428,16 @@ class FakeOpenAIServer:
         return key, _FaultMarker(kind)  # garbage / truncated / unparseable: shaped by the endpoint handler
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
+        with self._lock:
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+        try:
+            return await self._answer_chat(request)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+
+    async def _answer_chat(self, request: web.Request) -> web.StreamResponse:
         body, err = await self._read(request)
         if err is not None:
             return err
@@ -425,7 +451,7 @@ class FakeOpenAIServer:
             return web.Response(body=raw, content_type=ctype)
         content = _garbage_text(key) if kind == "unparseable" else self.responder(body)
         if self.latency > 0:
-            await asyncio.sleep(self.latency)
+            await asyncio.sleep(self._delay())
         model = body.get("model", "fake")
         created = int(time.time())
         cid = "chatcmpl-" + key[:24]
@@ -497,7 +523,7 @@ class FakeOpenAIServer:
             return _error(400, "invalid_request_error", "'input' must be a string or a list")
         texts = [x if isinstance(x, str) else _dumps(x).decode() for x in inputs]
         if self.latency > 0:
-            await asyncio.sleep(self.latency)
+            await asyncio.sleep(self._delay())
         # The openai SDK asks for base64 by default and decodes float32 itself.
         b64 = body.get("encoding_format") == "base64"
         data = []
