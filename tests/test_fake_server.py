@@ -296,25 +296,27 @@ def test_mixed_plan_every_item_eventually_completes() -> None:
 # -- latency and subprocess mode ---------------------------------------------------------------
 
 
+async def _together(url: str, n: int) -> float:
+    """Seconds for ``n`` chat requests sent at once, each answered 200."""
+    async with aiohttp.ClientSession() as s:
+
+        async def one(i: int) -> None:
+            async with s.post(url + "/chat/completions", json={"messages": MSG, "seed": i}) as r:
+                assert r.status == 200
+                await r.read()
+
+        t0 = time.monotonic()
+        await asyncio.gather(*(one(i) for i in range(n)))
+        return time.monotonic() - t0
+
+
 def test_latency_is_applied_without_blocking() -> None:
-    async def many(url: str, n: int) -> float:
-        async with aiohttp.ClientSession() as s:
-
-            async def one(i: int) -> None:
-                async with s.post(url + "/chat/completions", json={"messages": MSG, "seed": i}) as r:
-                    assert r.status == 200
-                    await r.read()
-
-            t0 = time.monotonic()
-            await asyncio.gather(*(one(i) for i in range(20)))
-            return time.monotonic() - t0
-
     with FakeOpenAIServer(latency=0.3) as server:
         t0 = time.monotonic()
         assert _post(server.url, {"messages": MSG})[0] == 200
         assert time.monotonic() - t0 >= 0.25
         # 20 concurrent requests overlap their sleeps: far less than 20 × 0.3 s.
-        assert asyncio.run(many(server.url, 20)) < 3.0
+        assert asyncio.run(_together(server.url, 20)) < 3.0
 
 
 def test_latency_jitter_draws_each_delay_from_its_range_reproducibly() -> None:
@@ -337,19 +339,9 @@ def test_the_command_line_refuses_a_jitter_larger_than_the_latency(capsys) -> No
 
 
 def test_stats_count_the_most_chat_requests_answered_at_once() -> None:
-    async def together(url: str, n: int) -> None:
-        async with aiohttp.ClientSession() as s:
-
-            async def one(i: int) -> None:
-                async with s.post(url + "/chat/completions", json={"messages": MSG, "seed": i}) as r:
-                    assert r.status == 200
-                    await r.read()
-
-            await asyncio.gather(*(one(i) for i in range(n)))
-
     with FakeOpenAIServer(latency=0.3) as server:
         assert server.stats()["peak_in_flight"] == 0
-        asyncio.run(together(server.url, 5))
+        asyncio.run(_together(server.url, 5))
         assert _post(server.url, {"messages": MSG})[0] == 200  # one at a time after: the peak stays
         assert server.stats()["peak_in_flight"] == 5
 

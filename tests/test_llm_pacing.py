@@ -57,16 +57,62 @@ def test_a_turn_comes_back_when_litellm_sends_not_when_the_call_ends():
 
 
 def test_a_signal_from_another_thread_hands_the_turn_back_on_the_loop():
+    """litellm's generic HTTP handler calls ``pre_call`` inside ``completion()``, in its executor thread; asyncio's
+    semaphore may only be released on its loop's thread."""
     async def go():
         pacer = SendPacer(1)
+        released_on: list[int] = []
+        release = pacer.semaphore.release
+
+        def on_which_thread() -> None:
+            released_on.append(threading.get_ident())
+            release()
+
+        pacer.semaphore.release = on_which_thread
         a = await pacer.take("g")
         waiting = asyncio.ensure_future(pacer.take("g"))
         t = threading.Thread(target=a, args=({},))  # a provider that builds its request in litellm's executor
         t.start()
         t.join()
         assert await asyncio.wait_for(waiting, 1) is not None
+        assert released_on == [threading.get_ident()]  # the loop's thread, not the signalling one
         pacer.done("g", a, ok=True)
         assert pacer.signals == 1 and not pacer.unpaced
+
+    asyncio.run(go())
+
+
+def test_a_turn_not_signalled_in_time_goes_back_once():
+    """A provider whose setup waits on the network before litellm's ``pre_call`` holds a turn ``hold_s`` at most;
+    the turn goes back once, whatever comes later (the call's end, a late signal)."""
+    async def go():
+        pacer = SendPacer(1, hold_s=0.05)
+        a = await pacer.take("g")
+        waiting = asyncio.ensure_future(pacer.take("g"))
+        assert await _pending(waiting)
+        b = await asyncio.wait_for(waiting, 1)  # a's turn went back unsignalled
+        assert b is not None and not a.signalled
+        a({"model": "m"})  # the late signal: counted, nothing more handed back
+        pacer.done("g", a, ok=True)
+        assert pacer.signals == 1 and not pacer.unpaced
+        after = asyncio.ensure_future(pacer.take("g"))
+        assert await _pending(after)  # b still holds the one turn
+        b({})
+        assert await asyncio.wait_for(after, 1) is not None
+
+    asyncio.run(go())
+
+
+def test_a_call_cancelled_while_it_waits_for_a_turn_takes_none_away():
+    async def go():
+        pacer = SendPacer(1)
+        a = await pacer.take("g")
+        gone = asyncio.ensure_future(pacer.take("g"))
+        assert await _pending(gone)
+        gone.cancel()
+        await asyncio.gather(gone, return_exceptions=True)
+        pacer.done("g", a, ok=False)
+        assert await asyncio.wait_for(pacer.take("g"), 1) is not None
 
     asyncio.run(go())
 
@@ -140,9 +186,9 @@ def test_at_most_the_turns_build_a_request_at_once(tmp_path, monkeypatch, turns,
 def test_litellm_hands_back_the_turn_of_every_call_it_sends(tmp_path, fake_key):
     """Through the real litellm, to the fake server: every call signals as it sends (a litellm that stopped calling
     ``logger_fn`` fails here, not silently unpaced), all sixteen calls are at the server at once (turns do not cap
-    concurrency), and the calls, their keys and the stored requests are those of an unpaced gateway."""
+    concurrency), and what is sent, the keys and the stored requests are those of an unpaced gateway."""
     stored = {}
-    with FakeOpenAIServer(latency=0.5) as server:
+    with FakeOpenAIServer(latency=1.0) as server:
         role = RoleSpec(name="judge", model="openai/fake-judge", api_base=server.url, concurrency=16, timeout=20)
         for turns in (2, None):
             reqs = _requests(role, 16)
@@ -154,6 +200,8 @@ def test_litellm_hands_back_the_turn_of_every_call_it_sends(tmp_path, fake_key):
                 assert server.stats()["peak_in_flight"] == 16
             recs = gw.store.get_ok([r.key(0, salt=gw.salt) for r in reqs])
             stored[turns] = {k: json.dumps(rec.request, sort_keys=True) for k, rec in recs.items()}
+        sent = server.stats()["attempts"]  # per hash of the request body the server received
+    assert len(sent) == 16 and set(sent.values()) == {2}  # each body sent once paced, once not: the same bodies
     assert len(stored[2]) == 16 and stored[2] == stored[None]
     assert not any("logger_fn" in text for text in stored[2].values())
 

@@ -5,15 +5,17 @@ reading the reply after. asyncio runs the steps of concurrent calls in turn, so 
 finish building together, leave together, and, from a server that answers in near-constant time, come back
 together: every call then waits for the whole group's CPU (C × 2 ms at concurrency C), and the group never spreads
 out. With at most ``TURNS`` calls building at once, requests leave one after another, the replies come back spread
-out, and a call waits for little more than its own work: at C=64 against a 200 ms server, 0.54–0.57 → 0.62–0.80 of
+out, and a call waits for little more than its own work: at C=64 against a 200 ms server, 0.54–0.58 → 0.62–0.80 of
 the ideal rate, 1.07–1.33× bare litellm (benchmarks/gateway.py, benchmarks/README.md). Where answer times vary, calls
 do not stay in step and the turns change nothing. Two turns, not one: while one call's setup runs in litellm's
 executor thread, the next one's runs on the loop.
 
-A turn is handed back when litellm hands the request to the provider: litellm calls the request's ``logger_fn``
-just before it sends (``Logging.pre_call``), whatever the provider. A path that never calls it (an error before
-sending, a future litellm) hands the turn back when the call ends; a successful call that never signalled turns
-pacing off for its model endpoint, so such a path costs one call's latency, not the batch's concurrency.
+A turn is handed back when litellm hands the request to the provider's client: litellm calls the request's
+``logger_fn`` then (``Logging.pre_call``; for OpenAI-compatible endpoints just before the SDK serialises and sends
+it), whatever the provider. A turn is handed back anyway after ``HOLD_S``, when the call ends, or when it fails: a
+provider whose setup waits on the network (a token fetch, a remote image) holds the others back that long at most.
+A successful call that never signalled (a litellm path that does not call ``logger_fn``) turns pacing off for its
+model endpoint, so such a path costs a few calls' worth of ``HOLD_S``, not the batch's concurrency.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import threading
 from collections.abc import Hashable
 
 TURNS = 2  # the best of 1-4 (benchmarks/gateway.py --turns N; benchmarks/README.md)
+HOLD_S = 0.1  # a request build is ~2-5 ms of CPU; past this, the turn goes back unsignalled
 
 
 class Handoff:
@@ -34,6 +37,7 @@ class Handoff:
         self._done = False
         self._thread = threading.get_ident()
         self.signalled = False
+        self._timer = pacer.loop.call_later(pacer.hold_s, self.release)
 
     def __call__(self, *_: object, **__: object) -> None:
         if self.signalled:
@@ -48,6 +52,7 @@ class Handoff:
         """Hand the turn back (once)."""
         if not self._done:
             self._done = True
+            self._timer.cancel()
             self._pacer.semaphore.release()
 
 
@@ -55,10 +60,11 @@ class SendPacer:
     """Turns for one event loop: ``await take(group)`` returns a ``Handoff`` (None: this endpoint is not paced);
     ``done(group, handoff, ok)`` when the call ends."""
 
-    def __init__(self, turns: int = TURNS) -> None:
+    def __init__(self, turns: int = TURNS, hold_s: float = HOLD_S) -> None:
         if turns < 1:
             raise ValueError(f"send turns must be at least 1, got {turns}")
         self.turns = turns
+        self.hold_s = hold_s
         self.semaphore = asyncio.Semaphore(turns)
         self.loop = asyncio.get_running_loop()
         self.unpaced: set[Hashable] = set()  # endpoints whose successful calls gave no signal
