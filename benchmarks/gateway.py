@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import importlib.metadata
 import json
 import os
@@ -151,8 +152,8 @@ class Arm:
 
     def sibling(self, name: str, **options: object) -> Arm:
         """Another arm served by this arm's worker process, with other options."""
-        twin = object.__new__(Arm)
-        twin.name, twin.options, twin.proc = name, options, self.proc
+        twin = copy.copy(self)
+        twin.name, twin.options = name, options
         return twin
 
     def close(self) -> None:
@@ -193,14 +194,14 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="rubriclab-bench-"))
     arms: dict[str, Arm] = {}
     try:
-        arms["after"] = Arm("after", ROOT / "src", **({"turns": args.turns} if args.turns else {}))
+        arms["after"] = Arm("after", ROOT / "src", **({"turns": args.turns} if args.turns is not None else {}))
         arms["unpaced"] = arms["after"].sibling("unpaced", turns=None)
         if not args.no_before:
             arms["before"] = Arm(f"before ({args.before_ref})", before_tree(args.before_ref, tmp))
         asyncio.run(bare(url, 8, 8, "warmup"))  # import/connection warm-up, not measured
         for name, arm in arms.items():
             arm.run(url, 64, 8, f"warmup-{name}", tmp / f"warmup-{name}.sqlite")
-        signals: dict[str, int] = {}
+        signals: list[int] = []  # per repeat at the largest C
         n_seq = 20
         seq = statistics.median(sequential(url, n_seq, f"seq{r}") for r in range(args.repeats))
         names = ["bare", *arms]
@@ -218,7 +219,7 @@ def main() -> None:
                     else:
                         out = arms[k].run(url, n, c, f"{k}{c}-{r}", tmp / f"{k}{c}-{r}.sqlite")
                         if k == "after" and c == conc[-1]:
-                            signals[f"{c}-{r}"] = out["signals"]
+                            signals.append(out["signals"])
                         rates[k].append(out["rate"])
                         cpu[k].append(out["cpu_ms"])
             rows.append((c, n, {k: statistics.median(v) for k, v in rates.items()},
@@ -279,7 +280,7 @@ def main() -> None:
     print(f"repeated C={c} batch of {n} calls: {repeat_calls} provider calls (goal 0)")
     last = rows[-1]
     print(f"send turns signalled by litellm at C={c} (one per call when it sends the request): "
-          + ", ".join(f"{v} of {n}" for v in signals.values()))
+          + ", ".join(f"{v} of {n}" for v in signals))
     print(f"per-repeat C={c} gw/bare: " + ", ".join(f"{g / b:.2f}" for g, b in zip(last[4]["after"], last[4]["bare"]))
           + "; unpaced/bare: " + ", ".join(f"{g / b:.2f}" for g, b in zip(last[4]["unpaced"], last[4]["bare"]))
           + ("; before/bare: " + ", ".join(f"{g / b:.2f}" for g, b in zip(last[4]["before"], last[4]["bare"]))
