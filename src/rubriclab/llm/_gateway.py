@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 
 from rubriclab.errors import ParseFailure
 from rubriclab.llm._budget import SpendBudget, SpendGuard
+from rubriclab.llm._heap import old_objects_frozen
 from rubriclab.llm._limits import ModelLimiter
 from rubriclab.llm._loops import REPETITION
 from rubriclab.llm._pacing import TURNS, SendPacer
@@ -311,12 +312,13 @@ class Gateway:
 
     ``stage`` labels every stored call and batch so ``rubriclab calls`` can account per stage. ``send_turns``: how
     many calls to a provider over the network build their request in litellm at once (``llm._pacing``; None: no
-    limit).
+    limit). ``freeze_old_objects``: while a batch runs, the cycle collector skips the objects that existed when it
+    started (``llm._heap``; False: collect as Python does).
     """
 
     def __init__(self, store: CallStore, stage: str = "adhoc", progress: bool = True,
                  prefix_schedule: bool = True, budget: SpendBudget | None = None,
-                 send_turns: int | None = TURNS) -> None:
+                 send_turns: int | None = TURNS, freeze_old_objects: bool = True) -> None:
         self.store = store
         self.stage = stage
         self.spend = SpendGuard(budget or SpendBudget(), stage)  # fresh calls of this gateway vs llm.budget
@@ -328,6 +330,7 @@ class Gateway:
         self._writes: _Writes | None = None  # the running batch's grouped store writes
         self._salt: bytes | None = None
         self.send_turns = send_turns
+        self.freeze_old_objects = freeze_old_objects
         self.pacer: SendPacer | None = None  # the running (or last) batch's send turns
 
     @property
@@ -344,6 +347,10 @@ class Gateway:
 
     async def arun(self, requests: Sequence[CallRequest], desc: str = "calls") -> list[CallResult]:
         """Run a batch on the current event loop; results come back in request order."""
+        with old_objects_frozen(self.freeze_old_objects and bool(requests)):
+            return await self._arun(requests, desc)
+
+    async def _arun(self, requests: Sequence[CallRequest], desc: str) -> list[CallResult]:
         self._limiters, self._inflight, self._slots = {}, {}, {}  # asyncio primitives belong to one loop
         self.pacer = SendPacer(self.send_turns) if self.send_turns is not None else None
         stats = _BatchStats(self.stage)
