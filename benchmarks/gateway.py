@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import gc
 import importlib.metadata
 import json
 import os
@@ -88,6 +89,27 @@ def sequential(url: str, n: int, tag: str) -> float:
     return n / (time.perf_counter() - t0)
 
 
+class FullCollections:
+    """The oldest generation's collections while a block runs (``gc.callbacks``): how many, and their ms."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._start = 0.0
+        gc.callbacks.append(self._on)
+
+    def _on(self, phase: str, info: dict) -> None:
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._start = time.perf_counter()
+        else:
+            self.pauses.append(1000 * (time.perf_counter() - self._start))
+
+    def take(self) -> list[float]:
+        out, self.pauses = self.pauses, []
+        return out
+
+
 # -- the gateway arms, each in a worker process ------------------------------------------------------------
 
 
@@ -98,6 +120,7 @@ def worker() -> None:
     from rubriclab.testing import count_write_transactions  # the working tree's, in the `before` arm too
 
     print(json.dumps({"rubriclab": rubriclab.__file__}), flush=True)
+    pauses = FullCollections()
     real = litellm.acompletion
     canned = litellm.ModelResponse(choices=[{"message": {"role": "assistant", "content": "A"},
                                              "finish_reason": "stop"}],
@@ -119,13 +142,14 @@ def worker() -> None:
                    if key in cmd}  # the `before` gateway has no such arguments
         gw = Gateway(open_store(cmd["store"]), stage="bench", progress=False, **options)
         txns = count_write_transactions(gw.store) if cmd.get("count") else None
+        pauses.take()
         c0, t0 = time.process_time(), time.perf_counter()
         results = gw.run(reqs)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         bad = [r.error for r in results if not r.ok][:3]
         gw.store.close()
         pacer = getattr(gw, "pacer", None)
-        print(json.dumps({"rate": cmd["n"] / wall, "cpu_ms": 1000 * cpu / cmd["n"], "bad": bad,
+        print(json.dumps({"rate": cmd["n"] / wall, "cpu_ms": 1000 * cpu / cmd["n"], "bad": bad, "gc2": pauses.take(),
                           "txns": txns[0] if txns else None, "signals": pacer.signals if pacer else None}),
               flush=True)
 
@@ -207,6 +231,8 @@ def main() -> None:
         for name, arm in arms.items():
             arm.run(url, 64, 8, f"warmup-{name}", tmp / f"warmup-{name}.sqlite")
         signals: list[int] = []  # per repeat at the largest C
+        pauses = FullCollections()  # bare litellm's, in this process
+        gc2: dict[str, list[list[float]]] = {}  # per arm, per repeat at the largest C: full-collection pauses
         n_seq = 20
         seq = statistics.median(sequential(url, n_seq, f"seq{r}") for r in range(args.repeats))
         names = ["bare", *arms]
@@ -218,15 +244,19 @@ def main() -> None:
             for r in range(args.repeats):
                 for k in names[r % len(names):] + names[: r % len(names)]:  # rotate the order per repeat
                     if k == "bare":
+                        pauses.take()
                         c0 = time.process_time()
                         rates[k].append(asyncio.run(bare(url, n, c, f"bare{c}-{r}")))
                         cpu[k].append(1000 * (time.process_time() - c0) / n)
+                        out = {"gc2": pauses.take()}
                     else:
                         out = arms[k].run(url, n, c, f"{k}{c}-{r}", tmp / f"{k}{c}-{r}.sqlite")
                         if k == "after" and c == conc[-1]:
                             signals.append(out["signals"])
                         rates[k].append(out["rate"])
                         cpu[k].append(out["cpu_ms"])
+                    if c == conc[-1]:
+                        gc2.setdefault(k, []).append(out["gc2"])
             rows.append((c, n, {k: statistics.median(v) for k, v in rates.items()},
                          {k: statistics.median(v) for k, v in cpu.items()}, rates))
 
@@ -284,6 +314,10 @@ def main() -> None:
                       f" of ideal, {statistics.median(o['cpu_ms'] for o in v):.2f} ms CPU/call"
                       for k, v in own.items()))
     print(f"repeated C={c} batch of {n} calls: {repeat_calls} provider calls (goal 0)")
+    print(f"full collections (oldest generation) per C={c} batch, median over repeats: " + "; ".join(
+        f"{'gw' if k == 'after' else k} {statistics.median(len(p) for p in v):g} taking "
+        f"{statistics.median(sum(p) for p in v):.0f} ms (longest {max(max(p, default=0) for p in v):.0f} ms)"
+        for k, v in gc2.items()))
     last = rows[-1]
     print(f"send turns signalled by litellm at C={c} (one per call when it sends the request): "
           + ", ".join(f"{v} of {n}" for v in signals))
