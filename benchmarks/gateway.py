@@ -4,8 +4,8 @@ The server runs in a separate process with a fixed latency. For each concurrency
 workload runs through (a) a bare ``litellm.acompletion`` + ``asyncio.gather`` loop bounded by a
 semaphore, (b) the gateway of this working tree with its store, limits and retries on (fresh store:
 no cache hits), (c) the same gateway without send turns (``send_turns=None``: every call builds its
-request in litellm at once, as before ``llm._pacing``), (d) the same gateway with the collector as Python
-runs it (``freeze_old_objects=False``, as before ``llm._heap``) and (e) the gateway as it was at ``--before-ref``
+request in litellm at once, as before ``llm._pacing``; the freeze on), (d) the same gateway with the collector as
+Python runs it (``freeze_old_objects=False``, as before ``llm._heap``; the turns on) and (e) the gateway as it was at ``--before-ref``
 (default 47f14d1: one claim, one record and one release per call, three store transactions; its
 ``llm/_gateway.py``, ``_store.py`` and ``_pgstore.py`` over this tree's other modules); plus a sequential
 ``litellm.completion`` loop. The gateways run in worker processes of their own (started once, warmed up;
@@ -146,10 +146,11 @@ def worker() -> None:
         c0, t0 = time.process_time(), time.perf_counter()
         results = gw.run(reqs)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        gc2 = pauses.take()  # the batch's, not the store's close
         bad = [r.error for r in results if not r.ok][:3]
         gw.store.close()
         pacer = getattr(gw, "pacer", None)
-        print(json.dumps({"rate": cmd["n"] / wall, "cpu_ms": 1000 * cpu / cmd["n"], "bad": bad, "gc2": pauses.take(),
+        print(json.dumps({"rate": cmd["n"] / wall, "cpu_ms": 1000 * cpu / cmd["n"], "bad": bad, "gc2": gc2,
                           "txns": txns[0] if txns else None, "signals": pacer.signals if pacer else None}),
               flush=True)
 
@@ -314,10 +315,11 @@ def main() -> None:
                       f" of ideal, {statistics.median(o['cpu_ms'] for o in v):.2f} ms CPU/call"
                       for k, v in own.items()))
     print(f"repeated C={c} batch of {n} calls: {repeat_calls} provider calls (goal 0)")
-    print(f"full collections (oldest generation) per C={c} batch, median over repeats: " + "; ".join(
-        f"{'gw' if k == 'after' else k} {statistics.median(len(p) for p in v):g} taking "
-        f"{statistics.median(sum(p) for p in v):.0f} ms (longest {max(max(p, default=0) for p in v):.0f} ms)"
-        for k, v in gc2.items()))
+    print(f"full collections (oldest generation) per C={c} batch, median count and median total over repeats, "
+          "longest single pause of all repeats: " + "; ".join(
+              f"{'gw' if k == 'after' else k} {statistics.median(len(p) for p in v):g}, "
+              f"{statistics.median(sum(p) for p in v):.0f} ms (longest {max(max(p, default=0) for p in v):.0f} ms)"
+              for k, v in gc2.items()))
     last = rows[-1]
     print(f"send turns signalled by litellm at C={c} (one per call when it sends the request): "
           + ", ".join(f"{v} of {n}" for v in signals))

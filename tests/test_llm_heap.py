@@ -1,15 +1,17 @@
 """While a batch runs, the cycle collector skips the objects that existed when it started (issue 25, ``llm._heap``):
 ``gc.freeze()`` at the start of the outermost batch, ``gc.unfreeze()`` at its end, never over a caller's own freeze,
-never with the collector disabled, and never ended by one batch while another still runs."""
+never with the collector disabled, never ended by one batch while another still runs, and not inherited by a child
+forked during a batch."""
 
 from __future__ import annotations
 
 import gc
+import os
 import threading
 
 import pytest
 
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store
+from rubriclab.llm import CallRequest, Gateway, RoleSpec, _heap, open_store
 from rubriclab.llm._budget import BudgetExceededError, SpendBudget
 from rubriclab.testing import scripted_model
 
@@ -106,13 +108,41 @@ def test_a_batch_that_ends_does_not_unfreeze_one_still_running(tmp_path):
     finally:
         short_done.set()
         t.join(30)
+    assert not t.is_alive()
     assert not errors and seen and seen[0] > 0  # still frozen after the short batch ended
     assert gc.get_freeze_count() == 0  # the last one out put everything back
 
 
-def test_a_batch_that_fails_puts_everything_back(tmp_path):
+def test_a_batch_that_fails_puts_everything_back(tmp_path, monkeypatch):
     _frozen_during("heap-fails")
+    freezes: list[int] = []
+    freeze = gc.freeze
+    monkeypatch.setattr(gc, "freeze", lambda: (freezes.append(1), freeze())[1])
     gw = Gateway(open_store(tmp_path / "s.sqlite"), progress=False, budget=SpendBudget(prompt_tokens=1))
-    with pytest.raises(BudgetExceededError):
+    with pytest.raises(BudgetExceededError):  # raised inside the batch, before any call
         gw.run(_batch("heap-fails"))
+    assert freezes == [1]  # it had frozen
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_child_forked_during_a_batch_starts_with_nothing_frozen(tmp_path):
+    """Only the forking thread lives on in the child: a freeze it inherited would never be put back."""
+    child: list[str] = []
+
+    def script(messages, params):
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: report and leave at once
+            os.write(write, f"{gc.get_freeze_count()} {_heap._depth}".encode())
+            os._exit(0)
+        os.close(write)
+        child.append(os.read(read, 100).decode())
+        os.close(read)
+        os.waitpid(pid, 0)
+        child.append(str(gc.get_freeze_count() > 0))  # the parent's batch still frozen
+        return "A"
+
+    scripted_model("heap-fork", script)
+    Gateway(open_store(tmp_path / "s.sqlite"), progress=False).run(_batch("heap-fork", 1))
+    assert child == ["0 0", "True"]
     assert gc.get_freeze_count() == 0
