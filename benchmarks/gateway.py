@@ -4,9 +4,9 @@ The server runs in a separate process with a fixed latency. For each concurrency
 workload runs through (a) a bare ``litellm.acompletion`` + ``asyncio.gather`` loop bounded by a
 semaphore, (b) the gateway of this working tree with its store, limits and retries on (fresh store:
 no cache hits), (c) the same gateway without send turns (``send_turns=None``: every call builds its
-request in litellm at once, as before ``llm._pacing``; the freeze on), (d) the same gateway with the collector as
-Python runs it (``freeze_old_objects=False``, as before ``llm._heap``; the turns on) and (e) the gateway as it was at ``--before-ref``
-(default 47f14d1: one claim, one record and one release per call, three store transactions; its
+request in litellm at once, as before ``llm._pacing``; the freeze on), (d) the same gateway with the
+collector as Python runs it (``freeze_old_objects=False``, as before ``llm._heap``; the turns on) and (e) the
+gateway as it was at ``--before-ref`` (default 47f14d1: one claim, one record and one release per call, three store transactions; its
 ``llm/_gateway.py``, ``_store.py`` and ``_pgstore.py`` over this tree's other modules); plus a sequential
 ``litellm.completion`` loop. The gateways run in worker processes of their own (started once, warmed up;
 (b), (c) and (d) share one), the arms of a repeat in rotating order, and each figure is the median over
@@ -48,6 +48,11 @@ ROOT = Path(__file__).resolve().parent.parent
 BEFORE_REF = "47f14d1"  # the gateway before batched claims and writes (issue 25)
 OVERLAID = ("llm/_gateway.py", "llm/_store.py", "llm/_pgstore.py")
 SIBLINGS = ("unpaced", "unfrozen")  # the `after` gateway with one change undone, in its worker process
+
+
+def label(arm: str) -> str:
+    """An arm's name in the printed figures (the working tree's gateway is `gw`)."""
+    return "gw" if arm == "after" else arm
 
 
 def start_server(latency: float, jitter: float = 0.0) -> tuple[subprocess.Popen, str]:
@@ -309,22 +314,22 @@ def main() -> None:
         print(line)
     c, n = rows[-1][0], rows[-1][1]
     print(f"store write transactions for {n} calls at C={c}: " + "; ".join(
-        f"{'gw' if k == 'after' else k} {t} ({t / n:.2f} per call)" for k, t in txns.items()))
+        f"{label(k)} {t} ({t / n:.2f} per call)" for k, t in txns.items()))
     print(f"litellm stubbed (sleep {args.latency * 1000:.0f} ms, canned reply), {n_stub} calls at C={c}, median of 2: "
-          + "; ".join(f"{'gw' if k == 'after' else k} {statistics.median(o['rate'] for o in v) * args.latency / c:.2f}"
+          + "; ".join(f"{label(k)} {statistics.median(o['rate'] for o in v) * args.latency / c:.2f}"
                       f" of ideal, {statistics.median(o['cpu_ms'] for o in v):.2f} ms CPU/call"
                       for k, v in own.items()))
     print(f"repeated C={c} batch of {n} calls: {repeat_calls} provider calls (goal 0)")
     print(f"full collections (oldest generation) per C={c} batch, median count and median total over repeats, "
           "longest single pause of all repeats: " + "; ".join(
-              f"{'gw' if k == 'after' else k} {statistics.median(len(p) for p in v):g}, "
+              f"{label(k)} {statistics.median(len(p) for p in v):g}, "
               f"{statistics.median(sum(p) for p in v):.0f} ms (longest {max(max(p, default=0) for p in v):.0f} ms)"
               for k, v in gc2.items()))
     last = rows[-1]
     print(f"send turns signalled by litellm at C={c} (one per call when it sends the request): "
           + ", ".join(f"{v} of {n}" for v in signals))
     print(f"per-repeat C={c} " + "; ".join(
-        f"{'gw' if k == 'after' else k}/bare: " + ", ".join(f"{g / b:.2f}" for g, b in zip(last[4][k], last[4]["bare"]))
+        f"{label(k)}/bare: " + ", ".join(f"{g / b:.2f}" for g, b in zip(last[4][k], last[4]["bare"]))
         for k in ["after", *others]))
     ratio, ideal_share = last[2]["after"] / last[2]["bare"], last[2]["after"] * args.latency / c
     print(f"goals at C={c}: gw/bare ≥ 1.0 → {ratio:.2f}; gw/ideal ≥ 0.8 → {ideal_share:.2f} through litellm "

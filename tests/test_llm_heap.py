@@ -117,7 +117,12 @@ def test_a_batch_that_fails_puts_everything_back(tmp_path, monkeypatch):
     _frozen_during("heap-fails")
     freezes: list[int] = []
     freeze = gc.freeze
-    monkeypatch.setattr(gc, "freeze", lambda: (freezes.append(1), freeze())[1])
+
+    def counted_freeze() -> None:
+        freezes.append(1)
+        freeze()
+
+    monkeypatch.setattr(gc, "freeze", counted_freeze)
     gw = Gateway(open_store(tmp_path / "s.sqlite"), progress=False, budget=SpendBudget(prompt_tokens=1))
     with pytest.raises(BudgetExceededError):  # raised inside the batch, before any call
         gw.run(_batch("heap-fails"))
