@@ -10,6 +10,11 @@ from rubriclab.stages import end_without_teardown
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# numba's CPU target as the stage launcher pins it (scripts/stage): the tests' in-process kernels (umap-learn's, in the
+# probe's projection) are then the stages', and the ones scripts/install.sh compiled into the venv's cache
+NUMBA_PINS = {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ""}
+for _name, _value in NUMBA_PINS.items():
+    os.environ.setdefault(_name, _value)
 
 import pytest  # noqa: E402
 

@@ -244,6 +244,18 @@ def test_numba_compiles_for_haswell_under_the_pins():
     assert run.stdout.split() == ["False", "True"]
 
 
+def test_install_and_the_tests_compile_numba_for_the_launchers_target():
+    """scripts/install.sh compiles umap-learn's cached numba kernels once; a process under another CPU target (name or
+    features) misses that cache and compiles them again (~10 s of a core): the first probe stage, or the suite's UMAP
+    test on a fresh clone. The install step, the tests and the launcher name one target."""
+    from tests.conftest import NUMBA_PINS
+
+    (warm,) = [line for line in (ROOT / "scripts" / "install.sh").read_text().splitlines() if '-c "import umap"' in line]
+    assert f'NUMBA_CPU_NAME="${{NUMBA_CPU_NAME:-{PINS["NUMBA_CPU_NAME"]}}}"' in warm, warm
+    assert f'NUMBA_CPU_FEATURES="${{NUMBA_CPU_FEATURES-{PINS["NUMBA_CPU_FEATURES"]}}}"' in warm, warm
+    assert NUMBA_PINS == {k: v for k, v in PINS.items() if k.startswith("NUMBA_")}
+
+
 def test_the_files_the_suite_starts_first_exist_once():
     """tests/conftest.py's FIRST orders the slow files ahead of the rest; a renamed file would quietly lose its place
     (and run last, alone on a worker)."""
