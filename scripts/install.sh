@@ -36,8 +36,10 @@ VENV="$VENV" PIP_CMD="${PIP[*]}" bash scripts/engine_wheel.sh
 # ~10 s of a core that the first probe stage and the first `make test` each paid on a fresh clone. Compile them here,
 # for the CPU target the stage launcher pins (scripts/stage; tests/conftest.py pins the same): another target is
 # another cache entry. Not fatal: without it they compile at first use, and without umap-learn the probe uses PCA.
-NUMBA_CPU_NAME="${NUMBA_CPU_NAME:-haswell}" NUMBA_CPU_FEATURES="${NUMBA_CPU_FEATURES-}" "$VENV/bin/python" -c "import umap" \
-  >/dev/null 2>&1 || echo "install: WARNING: umap-learn did not import (python -c 'import umap'); the probe's projection will use PCA" >&2
+if ! umap_err=$(NUMBA_CPU_NAME="${NUMBA_CPU_NAME:-haswell}" NUMBA_CPU_FEATURES="${NUMBA_CPU_FEATURES-}" \
+    "$VENV/bin/python" -c "import umap" 2>&1 >/dev/null); then
+  echo "install: WARNING: \`python -c 'import umap'\` failed (${umap_err##*$'\n'}); the probe's projection will use PCA" >&2
+fi
 # One generated token from the embedded model, in a subprocess: an engine that dies by a signal fails the install
 # with one line (the signal, the CPU features the library was built with, how to rebuild).
 # With RUBRICLAB_ENGINE_CMAKE_ARGS set (another instruction set, e.g. for a benchmark) a non-portable build is allowed.

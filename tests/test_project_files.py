@@ -250,7 +250,8 @@ def test_install_and_the_tests_compile_numba_for_the_launchers_target():
     test on a fresh clone. The install step, the tests and the launcher name one target."""
     from tests.conftest import NUMBA_PINS
 
-    (warm,) = [line for line in (ROOT / "scripts" / "install.sh").read_text().splitlines() if '-c "import umap"' in line]
+    script = (ROOT / "scripts" / "install.sh").read_text().replace("\\\n", " ")  # continued lines as one
+    (warm,) = [line for line in script.splitlines() if '-c "import umap"' in line]
     assert f'NUMBA_CPU_NAME="${{NUMBA_CPU_NAME:-{PINS["NUMBA_CPU_NAME"]}}}"' in warm, warm
     assert f'NUMBA_CPU_FEATURES="${{NUMBA_CPU_FEATURES-{PINS["NUMBA_CPU_FEATURES"]}}}"' in warm, warm
     assert NUMBA_PINS == {k: v for k, v in PINS.items() if k.startswith("NUMBA_")}
