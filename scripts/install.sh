@@ -36,9 +36,12 @@ VENV="$VENV" PIP_CMD="${PIP[*]}" bash scripts/engine_wheel.sh
 # ~10 s of a core that the first probe stage and the first `make test` each paid on a fresh clone. Compile them here,
 # for the CPU target the stage launcher pins (scripts/stage; tests/conftest.py pins the same): another target is
 # another cache entry. Not fatal: without it they compile at first use, and without umap-learn the probe uses PCA.
-if ! umap_err=$(NUMBA_CPU_NAME="${NUMBA_CPU_NAME:-haswell}" NUMBA_CPU_FEATURES="${NUMBA_CPU_FEATURES-}" \
-    "$VENV/bin/python" -c "import umap" 2>&1 >/dev/null); then
-  echo "install: WARNING: \`python -c 'import umap'\` failed (${umap_err##*$'\n'}); the probe's projection will use PCA" >&2
+umap_rc=0
+umap_err=$(NUMBA_CPU_NAME="${NUMBA_CPU_NAME:-haswell}" NUMBA_CPU_FEATURES="${NUMBA_CPU_FEATURES-}" \
+  "$VENV/bin/python" -c "import umap" 2>&1 >/dev/null) || umap_rc=$?
+if [ "$umap_rc" -ne 0 ]; then
+  echo "install: WARNING: \`python -c 'import umap'\` failed (exit $umap_rc${umap_err:+: ${umap_err##*$'\n'}});" \
+    "the probe's projection will use PCA" >&2
 fi
 # One generated token from the embedded model, in a subprocess: an engine that dies by a signal fails the install
 # with one line (the signal, the CPU features the library was built with, how to rebuild).

@@ -12,9 +12,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 # numba's CPU target as the stage launcher pins it (scripts/stage): the tests' in-process kernels (umap-learn's, in the
 # probe's projection) are then the stages', and the ones scripts/install.sh compiled into the venv's cache
+# (as there: a name set empty counts as unset, a feature list set empty is kept)
 NUMBA_PINS = {"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ""}
-for _name, _value in NUMBA_PINS.items():
-    os.environ.setdefault(_name, _value)
+if not os.environ.get("NUMBA_CPU_NAME"):
+    os.environ["NUMBA_CPU_NAME"] = NUMBA_PINS["NUMBA_CPU_NAME"]
+os.environ.setdefault("NUMBA_CPU_FEATURES", NUMBA_PINS["NUMBA_CPU_FEATURES"])
 
 import pytest  # noqa: E402
 
