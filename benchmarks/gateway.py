@@ -17,7 +17,7 @@ latency and a canned reply (rate / ideal and CPU per call: what the gateway adds
 C=64 batch repeated on the same store: provider calls made (goal 0).
 
     python benchmarks/gateway.py [--latency 0.2] [--latency-jitter 0] [--calls-per-slot 10] [--repeats 3]
-                                 [--turns 2] [--before-ref REF | --no-before]
+                                 [--turns 2] [--before-ref REF | --no-before] [--model openai/fake-bench]
 """
 
 from __future__ import annotations
@@ -74,12 +74,12 @@ def messages(i: int, tag: str) -> list[dict]:
     return [{"role": "user", "content": f"[{tag}] compare the two answers for pair {i}"}]
 
 
-async def bare(url: str, n: int, c: int, tag: str) -> float:
+async def bare(url: str, n: int, c: int, tag: str, model: str = MODEL) -> float:
     sem = asyncio.Semaphore(c)
 
     async def one(i: int) -> None:
         async with sem:
-            await litellm.acompletion(model=MODEL, messages=messages(i, tag), api_base=url, max_tokens=16,
+            await litellm.acompletion(model=model, messages=messages(i, tag), api_base=url, max_tokens=16,
                                       temperature=0.0)
 
     t0 = time.perf_counter()
@@ -87,11 +87,20 @@ async def bare(url: str, n: int, c: int, tag: str) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def sequential(url: str, n: int, tag: str) -> float:
+def sequential(url: str, n: int, tag: str, model: str = MODEL) -> float:
     t0 = time.perf_counter()
     for i in range(n):
-        litellm.completion(model=MODEL, messages=messages(i, tag), api_base=url, max_tokens=16, temperature=0.0)
+        litellm.completion(model=model, messages=messages(i, tag), api_base=url, max_tokens=16, temperature=0.0)
     return n / (time.perf_counter() - t0)
+
+
+def priced(model: str) -> str:
+    """Whether litellm's cost map prices ``model``: where it does not, litellm walks its fallbacks on every call."""
+    try:
+        litellm.cost_per_token(model=model, prompt_tokens=1, completion_tokens=1)
+    except Exception:  # noqa: BLE001 - litellm raises for a model it has not mapped
+        return "not in litellm's cost map (each call's cost lookup fails)"
+    return "priced by litellm's cost map"
 
 
 class FullCollections:
@@ -140,7 +149,7 @@ def worker() -> None:
     for line in sys.stdin:
         cmd = json.loads(line)
         litellm.acompletion = stub if cmd.get("stub") else real
-        role = RoleSpec(name="judge", model=MODEL, api_base=cmd["url"], max_tokens=16, concurrency=cmd["c"],
+        role = RoleSpec(name="judge", model=cmd.get("model", MODEL), api_base=cmd["url"], max_tokens=16, concurrency=cmd["c"],
                         timeout=60)
         reqs = [CallRequest(role=role, messages=messages(i, cmd["tag"])) for i in range(cmd["n"])]
         options = {name: cmd[key] for key, name in (("turns", "send_turns"), ("freeze", "freeze_old_objects"))
@@ -165,7 +174,7 @@ class Arm:
 
     def __init__(self, name: str, src: Path, **options: object) -> None:
         self.name = name
-        self.options = options  # sent with every command (e.g. turns)
+        self.options = options  # sent with every command (e.g. turns, model)
         env = {**os.environ, "PYTHONPATH": str(src)}
         self.proc = subprocess.Popen([sys.executable, __file__, "--worker"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, text=True, env=env)
@@ -217,6 +226,8 @@ def main() -> None:
     ap.add_argument("--concurrency", default="1,8,64")
     ap.add_argument("--before-ref", default=BEFORE_REF, help="git ref of the 'before' gateway")
     ap.add_argument("--no-before", action="store_true", help="leave out the 'before' arm")
+    ap.add_argument("--model", default=MODEL, help="the model name every arm sends to the fake server (default: one "
+                    "litellm has no price for, so each call walks its failing cost lookup)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -228,19 +239,20 @@ def main() -> None:
     arms: dict[str, Arm] = {}
     try:
         turns = {"turns": args.turns} if args.turns is not None else {}
-        arms["after"] = Arm("after", ROOT / "src", **turns)
-        arms["unpaced"] = arms["after"].sibling("unpaced", turns=None)
-        arms["unfrozen"] = arms["after"].sibling("unfrozen", freeze=False, **turns)
+        model = {"model": args.model}
+        arms["after"] = Arm("after", ROOT / "src", **turns, **model)
+        arms["unpaced"] = arms["after"].sibling("unpaced", turns=None, **model)
+        arms["unfrozen"] = arms["after"].sibling("unfrozen", freeze=False, **turns, **model)
         if not args.no_before:
-            arms["before"] = Arm(f"before ({args.before_ref})", before_tree(args.before_ref, tmp))
-        asyncio.run(bare(url, 8, 8, "warmup"))  # import/connection warm-up, not measured
+            arms["before"] = Arm(f"before ({args.before_ref})", before_tree(args.before_ref, tmp), **model)
+        asyncio.run(bare(url, 8, 8, "warmup", args.model))  # import/connection warm-up, not measured
         for name, arm in arms.items():
             arm.run(url, 64, 8, f"warmup-{name}", tmp / f"warmup-{name}.sqlite")
         signals: list[int] = []  # per repeat at the largest C
         pauses = FullCollections()  # bare litellm's, in this process
         gc2: dict[str, list[list[float]]] = {}  # per arm, per repeat at the largest C: full-collection pauses
         n_seq = 20
-        seq = statistics.median(sequential(url, n_seq, f"seq{r}") for r in range(args.repeats))
+        seq = statistics.median(sequential(url, n_seq, f"seq{r}", args.model) for r in range(args.repeats))
         names = ["bare", *arms]
         rows = []
         for c in conc:
@@ -252,7 +264,7 @@ def main() -> None:
                     if k == "bare":
                         pauses.take()
                         c0 = time.process_time()
-                        rates[k].append(asyncio.run(bare(url, n, c, f"bare{c}-{r}")))
+                        rates[k].append(asyncio.run(bare(url, n, c, f"bare{c}-{r}", args.model)))
                         cpu[k].append(1000 * (time.process_time() - c0) / n)
                         out = {"gc2": pauses.take()}
                     else:
@@ -293,6 +305,7 @@ def main() -> None:
     print(f"fake server: separate process, latency {args.latency * 1000:.0f}{jitter} ms; {os.cpu_count()} CPU cores; "
           f"load average {os.getloadavg()[0]:.1f}; litellm {importlib.metadata.version('litellm')}; "
           f"median of {args.repeats} rotating repeats")
+    print(f"model {args.model}: {priced(args.model)}")
     print(f"sequential litellm.completion: {seq:7.1f} calls/s ({seq * args.latency:.2f} of ideal 1/latency)")
     has_before = "before" in arms
     others = [*SIBLINGS, *(["before"] if has_before else [])]
