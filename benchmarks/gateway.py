@@ -94,15 +94,6 @@ def sequential(url: str, n: int, tag: str, model: str = MODEL) -> float:
     return n / (time.perf_counter() - t0)
 
 
-def priced(model: str) -> str:
-    """Whether litellm's cost map prices ``model``: where it does not, litellm walks its fallbacks on every call."""
-    try:
-        litellm.cost_per_token(model=model, prompt_tokens=1, completion_tokens=1)
-    except Exception:  # noqa: BLE001 - litellm raises for a model it has not mapped
-        return "not in litellm's cost map (each call's cost lookup fails)"
-    return "priced by litellm's cost map"
-
-
 class FullCollections:
     """The oldest generation's collections while a block runs (``gc.callbacks``): how many, and their ms."""
 
@@ -131,6 +122,7 @@ def worker() -> None:
     """Serve gateway runs: one JSON command a line on stdin, one JSON result a line on stdout."""
     import rubriclab
     from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store
+    from rubriclab.llm._budget import price_of  # what the budget checks: None where litellm's cost map has no price
     from rubriclab.testing import count_write_transactions  # the working tree's, in the `before` arm too
 
     print(json.dumps({"rubriclab": rubriclab.__file__}), flush=True)
@@ -165,7 +157,8 @@ def worker() -> None:
         gw.store.close()
         pacer = getattr(gw, "pacer", None)
         print(json.dumps({"rate": cmd["n"] / wall, "cpu_ms": 1000 * cpu / cmd["n"], "bad": bad, "gc2": gc2,
-                          "txns": txns[0] if txns else None, "signals": pacer.signals if pacer else None}),
+                          "txns": txns[0] if txns else None, "signals": pacer.signals if pacer else None,
+                          "priced": price_of(role.model, 1, 1) is not None}),
               flush=True)
 
 
@@ -247,7 +240,8 @@ def main() -> None:
             arms["before"] = Arm(f"before ({args.before_ref})", before_tree(args.before_ref, tmp), **model)
         asyncio.run(bare(url, 8, 8, "warmup", args.model))  # import/connection warm-up, not measured
         for name, arm in arms.items():
-            arm.run(url, 64, 8, f"warmup-{name}", tmp / f"warmup-{name}.sqlite")
+            warm = arm.run(url, 64, 8, f"warmup-{name}", tmp / f"warmup-{name}.sqlite")
+        priced = warm["priced"]  # litellm walks its failing cost lookup on every call of a model it cannot price
         signals: list[int] = []  # per repeat at the largest C
         pauses = FullCollections()  # bare litellm's, in this process
         gc2: dict[str, list[list[float]]] = {}  # per arm, per repeat at the largest C: full-collection pauses
@@ -305,7 +299,8 @@ def main() -> None:
     print(f"fake server: separate process, latency {args.latency * 1000:.0f}{jitter} ms; {os.cpu_count()} CPU cores; "
           f"load average {os.getloadavg()[0]:.1f}; litellm {importlib.metadata.version('litellm')}; "
           f"median of {args.repeats} rotating repeats")
-    print(f"model {args.model}: {priced(args.model)}")
+    print(f"model {args.model}: " + ("priced by litellm's cost map" if priced
+                                      else "not in litellm's cost map (each call's cost lookup fails)"))
     print(f"sequential litellm.completion: {seq:7.1f} calls/s ({seq * args.latency:.2f} of ideal 1/latency)")
     has_before = "before" in arms
     others = [*SIBLINGS, *(["before"] if has_before else [])]
