@@ -259,6 +259,7 @@ class Llm(Section):
     store: Str | None = knob(".rubriclab/calls.sqlite", "the call store: cache + resume point + ledger")
     templates_dir: Str | None = knob(None, "a folder of <prompt>.txt overriding the packaged prompts")
     prefix_order: Bool = knob(True, "embedded model: run calls sharing a prompt prefix back to back")
+    provider_processes: PosInt = knob(1, "processes making calls to providers over the network; 1: the stage's own")
     budget: LlmBudget | None = knob(LlmBudget, "per stage, fresh calls only")
     defaults: RoleDefaults = knob(RoleDefaults, "applied to every role unless the role overrides them")
     roles: Roles = knob(Roles, "the models per role")

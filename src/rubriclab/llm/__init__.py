@@ -111,7 +111,8 @@ def gateway_from_params(llm: Llm | Params | Mapping[str, Any], stage: str, proje
     prepare_roles(roles_from_params(llm))
     budget = llm.budget.model_dump() if llm.budget is not None else None
     return TalliedGateway(open_store(store_location(llm, project_dir)), stage=stage, progress=progress,
-                          prefix_schedule=llm.prefix_order, budget=SpendBudget.of(budget))
+                          prefix_schedule=llm.prefix_order, budget=SpendBudget.of(budget),
+                          provider_processes=llm.provider_processes)
 
 
 __all__ = [

@@ -18,8 +18,16 @@ from rubriclab.llm._heap import old_objects_frozen
 from rubriclab.llm._limits import ModelLimiter
 from rubriclab.llm._loops import REPETITION
 from rubriclab.llm._pacing import TURNS, SendPacer
+from rubriclab.llm._processes import ProviderProcesses
 from rubriclab.llm._providers import in_process
-from rubriclab.llm._retry import backoff_seconds, check_response, describe, is_retryable, retry_after_seconds
+from rubriclab.llm._retry import (
+    backoff_seconds,
+    check_response,
+    describe,
+    error_name,
+    is_retryable,
+    retry_after_seconds,
+)
 from rubriclab.llm._roles import RoleSpec
 from rubriclab.llm._schedule import prefix_order, shares_kv_state
 from rubriclab.llm._store import (
@@ -313,12 +321,18 @@ class Gateway:
     ``stage`` labels every stored call and batch so ``rubriclab calls`` can account per stage. ``send_turns``: how
     many calls to a provider over the network build their request in litellm at once (``llm._pacing``; None: no
     limit). ``freeze_old_objects``: while a batch runs, the cycle collector skips the objects that existed when it
-    started (``llm._heap``; False: collect as Python does).
+    started (``llm._heap``; False: collect as Python does). ``provider_processes``: with 2 or more, calls to
+    providers over the network are made by that many worker processes (``llm._processes``; 1: in this process);
+    ``close()`` stops them.
     """
 
     def __init__(self, store: CallStore, stage: str = "adhoc", progress: bool = True,
                  prefix_schedule: bool = True, budget: SpendBudget | None = None,
-                 send_turns: int | None = TURNS, freeze_old_objects: bool = True) -> None:
+                 send_turns: int | None = TURNS, freeze_old_objects: bool = True,
+                 provider_processes: int = 1) -> None:
+        if provider_processes < 1:
+            raise ValueError(f"provider_processes must be at least 1 (1: calls made in this process), "
+                             f"got {provider_processes}")
         self.store = store
         self.stage = stage
         self.spend = SpendGuard(budget or SpendBudget(), stage)  # fresh calls of this gateway vs llm.budget
@@ -332,6 +346,8 @@ class Gateway:
         self.send_turns = send_turns
         self.freeze_old_objects = freeze_old_objects
         self.pacer: SendPacer | None = None  # the running (or last) batch's send turns
+        self.provider_processes = provider_processes
+        self.processes: ProviderProcesses | None = None  # started by the first batch that calls over the network
 
     @property
     def salt(self) -> bytes:
@@ -341,6 +357,12 @@ class Gateway:
         return self._salt
 
     # -- public API -------------------------------------------------------------------------
+    def close(self) -> None:
+        """Stop the provider processes, if any (the store stays open: it is the caller's)."""
+        if self.processes is not None:
+            self.processes.close()
+            self.processes = None
+
     def run(self, requests: Sequence[CallRequest], desc: str = "calls") -> list[CallResult]:
         """Run a batch synchronously; results come back in request order."""
         return asyncio.run(self.arun(requests, desc=desc))
@@ -363,6 +385,7 @@ class Gateway:
         bar = tqdm(total=len(requests), desc=f"{self.stage}:{desc}", disable=not self.progress or not requests,
                    mininterval=0.5, leave=False)
         tasks: list[asyncio.Future] = []
+        attached: ProviderProcesses | None = None
         try:
             for role in {id(r.role): r.role for r in requests}.values():
                 role.private_params()  # an unset os.environ/NAME stops the batch before any call, naming the field
@@ -391,6 +414,11 @@ class Gateway:
                 if keys[i] not in cached:
                     order[_group(requests[i].role)].append(keys[i])
             writes = self._writes = _Writes(self.store, stats, order, every=min(256, every))
+            if self.provider_processes > 1 and any(not in_process(requests[i].role.model) for i in pending):
+                if self.processes is None:
+                    self.processes = ProviderProcesses(self.provider_processes, self.send_turns)
+                attached = self.processes
+                await attached.attach()
 
             async def one(i: int) -> None:
                 res = results[i] = await self._resolve(requests[i], stats, keys[i], cached.get(keys[i]))
@@ -412,6 +440,8 @@ class Gateway:
                     await asyncio.gather(*inflight, return_exceptions=True)
             finally:
                 self._writes = None
+                if attached is not None:
+                    attached.detach()
                 if writes is not None:
                     writes.close(completed)
                 elif requests:
@@ -547,7 +577,8 @@ class Gateway:
         private = role.private_params()  # resolved at call time: sent, never stored
         secrets = role.secret_values()
         retries = 0
-        pacer = self.pacer if not in_process(role.model) else None
+        remote = self.processes if self.processes is not None and not in_process(role.model) else None
+        pacer = self.pacer if remote is None and not in_process(role.model) else None  # a worker paces its own
         while True:
             await limiter.acquire(est)
             used: int | None = None
@@ -562,9 +593,13 @@ class Gateway:
                 # see only public_params(params) (the allow-list) and the role's private fields only as names and
                 # a salted hash
                 kwargs = merge_params(params, private, role.transport_params())
-                kwargs["logger_fn"] = handoff  # litellm calls it as it sends: the next call's turn to build
-                resp = await litellm.acompletion(
-                    model=role.model, messages=messages, timeout=role.timeout, num_retries=0, max_retries=0, **kwargs)
+                if remote is not None:
+                    resp = await remote.acompletion(_group(role), model=role.model, messages=messages,
+                                                    timeout=role.timeout, num_retries=0, max_retries=0, **kwargs)
+                else:
+                    kwargs["logger_fn"] = handoff  # litellm calls it as it sends: the next call's turn to build
+                    resp = await litellm.acompletion(model=role.model, messages=messages, timeout=role.timeout,
+                                                     num_retries=0, max_retries=0, **kwargs)
                 answered = True
                 check_response(resp)
                 rec = _record_from_response(resp, req, messages, params, key, attempt, self.stage,
@@ -619,7 +654,7 @@ def _describe(exc: BaseException, secrets: list[str]) -> str:
     msg = redact_text(msg)
     if len(msg) > 300:
         msg = msg[:297] + "..."
-    return f"{type(exc).__name__}: {msg}"
+    return f"{error_name(exc)}: {msg}"
 
 
 def _cut_short(req: CallRequest, extra: dict[str, Any]) -> str:

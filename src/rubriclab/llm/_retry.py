@@ -35,6 +35,26 @@ def check_response(resp: Any) -> None:
         raise MalformedResponseError(f"provider response has no message content (content={content!r})")
 
 
+class RemoteFailure(Exception):
+    """A provider call's failure in a provider process (``llm._processes``), as this layer needs it: the error's
+    class name (``type_name``) and message, whether it is retried (classified where it was raised), and the server's
+    Retry-After in seconds."""
+
+    def __init__(self, type_name: str, message: str, retryable: bool, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        self.retryable = retryable
+        self.retry_after = retry_after
+
+    def __reduce__(self) -> tuple:
+        return RemoteFailure, (self.type_name, str(self), self.retryable, self.retry_after)
+
+
+def error_name(exc: BaseException) -> str:
+    """The class name a failure is recorded under (a provider process's failure: the original class's)."""
+    return exc.type_name if isinstance(exc, RemoteFailure) else type(exc).__name__
+
+
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
 _RETRYABLE_TYPES = (
     litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError, litellm.InternalServerError,
@@ -102,6 +122,8 @@ def is_config_error(exc: BaseException) -> bool:
 def is_retryable(exc: BaseException) -> bool:
     """429, 5xx, timeouts, dropped connections and malformed bodies are retried; 4xx and configuration
     errors (``is_config_error``: credentials, URLs, which litellm reports as a 500) are final."""
+    if isinstance(exc, RemoteFailure):
+        return exc.retryable
     if isinstance(exc, _FINAL_TYPES) or is_config_error(exc):
         return False
     if isinstance(exc, _RETRYABLE_TYPES):
@@ -115,6 +137,8 @@ def is_retryable(exc: BaseException) -> bool:
 
 def retry_after_seconds(exc: BaseException) -> float | None:
     """The server's Retry-After (seconds), when it sent one."""
+    if isinstance(exc, RemoteFailure):
+        return exc.retry_after
     header_sources = [getattr(exc, "headers", None), getattr(getattr(exc, "response", None), "headers", None),
                       getattr(exc, "litellm_response_headers", None)]
     for headers in header_sources:
@@ -144,4 +168,4 @@ def describe(exc: BaseException) -> str:
     msg = redact_text(" ".join(str(exc).split()))  # a server may quote back the key it was sent
     if len(msg) > 300:
         msg = msg[:297] + "..."
-    return f"{type(exc).__name__}: {msg}"
+    return f"{error_name(exc)}: {msg}"

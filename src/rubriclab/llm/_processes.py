@@ -1,0 +1,334 @@
+"""Provider processes: litellm's calls to providers over the network, made in worker processes (issue 25).
+
+litellm spends ~3 ms of CPU per call in the process that calls it (building the request, reading the reply, its
+cost and logging), and a process runs its Python on one core at a time: at C=64 against a 200 ms server one process
+reaches 0.55-0.80 of the ideal rate, whatever the gateway does around litellm (benchmarks/README.md). With
+``Gateway(provider_processes=N)`` (``llm.provider_processes``) N worker processes, each with its own litellm, event
+loop and send turns (``llm._pacing``), make those calls. The gateway's process keeps everything else: the store and
+its claims, the limits, the one retry layer, the budget, parsing. It sends a worker the call's litellm arguments and
+gets back the reply as litellm's ``ModelResponse`` fields, or the failure as the retry layer needs it
+(``RemoteFailure``: the error's class name and message, retryable or not, Retry-After).
+
+What stays in the gateway's process: in-process models (``local/...``, ``scripted/...``: ``llm._providers``) and
+embeddings. What does not reach a worker: changes the caller made to litellm's module globals (callbacks,
+``litellm.api_key``, a custom provider map); the worker applies the gateway's own settings on import, and reads
+credentials from the environment it inherits or from the role's parameters. Workers start (importing litellm: ~2.3 s for
+two) with the first batch that calls a provider over the network, stay for the gateway's later batches, and stop
+with ``Gateway.close()``, at exit, or when the gateway's process dies (the end of their socket). A worker that dies
+fails its calls in flight with a retryable ``ProviderProcessExited``, and the next batch starts a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import weakref
+from collections.abc import Hashable
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from rubriclab.llm._retry import RemoteFailure
+
+START_TIMEOUT_S = 120.0  # importing litellm on a loaded 2-core machine takes a few seconds
+MESSAGE_CHARS = 4000  # a failure's message as sent; the gateway redacts it, then cuts it to 300
+
+
+class ProviderProcessError(RuntimeError):
+    """A provider process could not be started."""
+
+
+# -- the worker ------------------------------------------------------------------------------------------------------
+def _reply(resp: Any) -> dict[str, Any]:
+    hidden = getattr(resp, "_hidden_params", None) or {}
+    return {"fields": resp.model_dump(), "response_cost": hidden.get("response_cost")}
+
+
+def response_of(reply: dict[str, Any]) -> Any:
+    """The ``ModelResponse`` a worker's reply stands for (with litellm's cost of the call, where it had one)."""
+    import litellm
+
+    resp = litellm.ModelResponse(**reply["fields"])
+    if reply["response_cost"] is not None:
+        resp._hidden_params = {**(resp._hidden_params or {}), "response_cost": reply["response_cost"]}
+    return resp
+
+
+def failure_of(exc: BaseException) -> RemoteFailure:
+    """``exc`` as the gateway's retry layer reads it, classified where it was raised."""
+    from rubriclab.llm._retry import is_retryable, retry_after_seconds
+
+    message = " ".join(str(exc).split())[:MESSAGE_CHARS]
+    return RemoteFailure(type(exc).__name__, message, is_retryable(exc), retry_after_seconds(exc))
+
+
+async def _serve(conn: Connection, outbox: queue.SimpleQueue, turns: int) -> None:
+    import litellm
+
+    from rubriclab.llm._pacing import SendPacer
+
+    loop = asyncio.get_running_loop()
+    pacer = SendPacer(turns) if turns > 0 else None
+    tasks: dict[int, asyncio.Task] = {}
+    closed: asyncio.Future = loop.create_future()
+
+    async def call(i: int, group: Hashable, kwargs: dict[str, Any]) -> None:
+        handoff = await pacer.take(group) if pacer is not None else None
+        answered = False
+        try:
+            resp = await litellm.acompletion(logger_fn=handoff, **kwargs)
+            answered = True
+            outbox.put(("reply", i, _reply(resp)))
+        except Exception as exc:  # noqa: BLE001 - every failure goes back to the gateway, classified
+            outbox.put(("failure", i, failure_of(exc)))
+        finally:
+            if pacer is not None:
+                pacer.done(group, handoff, ok=answered)
+            tasks.pop(i, None)
+
+    def on_readable() -> None:
+        try:
+            while True:
+                msg = conn.recv()
+                if msg[0] == "call":
+                    _, i, group, kwargs = msg
+                    tasks[i] = asyncio.ensure_future(call(i, group, kwargs))
+                elif msg[0] == "cancel":
+                    task = tasks.pop(msg[1], None)
+                    if task is not None:
+                        task.cancel()
+                elif msg[0] == "stop":
+                    raise EOFError
+                if not conn.poll(0):
+                    return
+        except (EOFError, OSError):
+            loop.remove_reader(conn.fileno())
+            if not closed.done():
+                closed.set_result(None)
+
+    loop.add_reader(conn.fileno(), on_readable)
+    await closed
+    for task in list(tasks.values()):
+        task.cancel()
+    await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+
+def worker_main(fd: int, turns: int) -> None:
+    """A provider process: serve calls on the socket ``fd`` until the gateway closes it."""
+    import gc
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the gateway's to handle; it closes the socket
+    conn = Connection(fd)
+    import rubriclab.llm._gateway  # noqa: F401 - litellm with the gateway's settings (one retry layer, drop_params)
+
+    gc.freeze()  # litellm's ~450,000 import-time objects stay out of the collector's way (llm._heap)
+    outbox: queue.SimpleQueue = queue.SimpleQueue()
+
+    def write() -> None:  # replies leave from a thread, so the loop keeps reading while a send waits
+        while (msg := outbox.get()) is not None:
+            try:
+                conn.send(msg)
+            except (OSError, ValueError):
+                return
+            except Exception as exc:  # noqa: BLE001 - a reply that does not pickle becomes that call's failure
+                if msg[0] == "reply":
+                    outbox.put(("failure", msg[1], failure_of(exc)))
+
+    writer = threading.Thread(target=write, name="rubriclab-provider-replies", daemon=True)
+    writer.start()
+    outbox.put(("ready", os.getpid()))
+    try:
+        asyncio.run(_serve(conn, outbox, turns))
+    finally:
+        outbox.put(None)
+        writer.join(timeout=5)
+
+
+# -- the gateway's side ------------------------------------------------------------------------------------------------
+class _Worker:
+    def __init__(self, proc: subprocess.Popen, conn: Connection) -> None:
+        self.proc = proc
+        self.conn = conn
+        self.pending: dict[int, asyncio.Future] = {}
+        self.ready: asyncio.Future | None = None
+        self.alive = True
+        self.served = 0  # replies and failures it sent back
+
+
+def _start(turns: int) -> _Worker:
+    ours, theirs = socket.socketpair()
+    src = str(Path(__file__).resolve().parents[2])  # this rubriclab, whatever the caller's sys.path
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (src, os.environ.get("PYTHONPATH")) if p))
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "rubriclab.llm._processes", str(theirs.fileno()), str(turns)],
+                                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                env=env)
+    except OSError as exc:
+        ours.close()
+        raise ProviderProcessError(f"could not start a provider process ({sys.executable} -m "
+                                   f"rubriclab.llm._processes): {exc}; set llm.provider_processes: 1") from exc
+    finally:
+        theirs.close()
+    return _Worker(proc, Connection(ours.detach()))
+
+
+def _shutdown(workers: list[_Worker]) -> None:
+    for w in workers:
+        try:
+            w.conn.send(("stop",))
+        except (OSError, ValueError):
+            pass
+        w.conn.close()
+    for w in workers:
+        try:
+            w.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            w.proc.kill()
+            w.proc.wait()
+    workers.clear()
+
+
+def _exit_status(proc: subprocess.Popen) -> str:
+    try:
+        rc = proc.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        return "still running, its socket closed"
+    if rc < 0:
+        return f"killed by {signal.Signals(-rc).name}" if -rc in signal.valid_signals() else f"signal {-rc}"
+    return f"exit {rc}"
+
+
+class ProviderProcesses:
+    """``n`` provider processes for one gateway. ``await attach()`` at the start of each batch (on its event loop:
+    starts missing workers and waits until they are ready), ``detach()`` at its end, ``await acompletion(group,
+    **kwargs)`` for each call (to the worker with the fewest calls in flight), ``close()`` when done."""
+
+    def __init__(self, n: int, turns: int | None) -> None:
+        if n < 2:
+            raise ValueError(f"provider processes: at least 2 (1 is the gateway's own process), got {n}")
+        self.n = n
+        self.turns = turns or 0
+        self.workers: list[_Worker] = []
+        self._ids = itertools.count()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._finalizer = weakref.finalize(self, _shutdown, self.workers)
+
+    @property
+    def pids(self) -> list[int]:
+        return [w.proc.pid for w in self.workers if w.alive]
+
+    async def attach(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._loop = loop
+        self.workers[:] = [w for w in self.workers if w.alive]
+        new = [_start(self.turns) for _ in range(self.n - len(self.workers))]
+        for w in new:
+            w.ready = loop.create_future()
+        self.workers.extend(new)
+        for w in self.workers:
+            loop.add_reader(w.conn.fileno(), self._on_readable, w)
+        for w in new:
+            try:
+                await asyncio.wait_for(asyncio.shield(w.ready), START_TIMEOUT_S)
+            except (TimeoutError, RemoteFailure) as exc:
+                self.detach()
+                _shutdown(list(new))
+                self.workers[:] = [x for x in self.workers if x not in new]
+                why = f"not ready after {START_TIMEOUT_S:.0f} s" if isinstance(exc, TimeoutError) else str(exc)
+                raise ProviderProcessError(
+                    f"a provider process ({sys.executable} -m rubriclab.llm._processes) did not start: {why}; its "
+                    "error, if any, is on stderr above. Set llm.provider_processes: 1 to make the calls in this "
+                    "process") from None
+
+    def detach(self) -> None:
+        """Stop reading on this batch's loop; calls still in flight there are abandoned (the batch cancelled them)."""
+        loop, self._loop = self._loop, None
+        for w in self.workers:
+            if loop is not None and w.alive:
+                loop.remove_reader(w.conn.fileno())
+            w.pending.clear()
+
+    def _on_readable(self, w: _Worker) -> None:
+        try:
+            while True:
+                msg = w.conn.recv()
+                if msg[0] == "ready":
+                    if w.ready is not None and not w.ready.done():
+                        w.ready.set_result(msg[1])
+                else:
+                    w.served += 1
+                    fut = w.pending.pop(msg[1], None)
+                    if fut is not None and not fut.done():  # None: a call cancelled, or from an earlier batch
+                        if msg[0] == "reply":
+                            fut.set_result(msg[2])
+                        else:
+                            fut.set_exception(msg[2])
+                if not w.conn.poll(0):
+                    return
+        except (EOFError, OSError):
+            self._lost(w)
+
+    def _lost(self, w: _Worker) -> None:
+        if not w.alive:
+            return
+        w.alive = False
+        if self._loop is not None:
+            self._loop.remove_reader(w.conn.fileno())
+        w.conn.close()
+        status = _exit_status(w.proc)
+        failure = RemoteFailure("ProviderProcessExited", f"provider process {w.proc.pid} ended ({status}) with this "
+                                "call in flight", retryable=True, retry_after=0.0)
+        if w.ready is not None and not w.ready.done():
+            w.ready.set_exception(RemoteFailure("ProviderProcessExited", f"process {w.proc.pid} ended ({status})",
+                                                retryable=False, retry_after=None))
+        for fut in w.pending.values():
+            if not fut.done():
+                fut.set_exception(failure)
+        w.pending.clear()
+
+    async def acompletion(self, group: Hashable, **kwargs: Any) -> Any:
+        """``litellm.acompletion(**kwargs)`` in a provider process: its ``ModelResponse``, or its failure raised as
+        a ``RemoteFailure``."""
+        live = [w for w in self.workers if w.alive]
+        if not live:
+            raise RemoteFailure("ProviderProcessExited", "every provider process of this batch has ended",
+                                retryable=False, retry_after=None)
+        w = min(live, key=lambda x: len(x.pending))
+        i = next(self._ids)
+        fut = asyncio.get_running_loop().create_future()
+        try:
+            w.conn.send(("call", i, group, kwargs))
+        except (OSError, ValueError):
+            self._lost(w)
+            raise RemoteFailure("ProviderProcessExited", f"provider process {w.proc.pid} closed its socket",
+                                retryable=True, retry_after=0.0) from None
+        except Exception as exc:  # noqa: BLE001 - an argument that does not pickle: nothing was sent
+            raise RemoteFailure(type(exc).__name__, f"this call's arguments cannot be sent to a provider process "
+                                f"({exc}); set llm.provider_processes: 1", retryable=False, retry_after=None) from None
+        w.pending[i] = fut
+        try:
+            reply = await fut
+        except asyncio.CancelledError:
+            w.pending.pop(i, None)
+            if w.alive:
+                try:
+                    w.conn.send(("cancel", i))
+                except (OSError, ValueError):
+                    pass
+            raise
+        return response_of(reply)
+
+    def close(self) -> None:
+        """Stop the workers (and wait for them)."""
+        self._finalizer()
+
+
+if __name__ == "__main__":
+    worker_main(int(sys.argv[1]), int(sys.argv[2]))

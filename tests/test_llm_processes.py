@@ -1,0 +1,254 @@
+"""Provider processes (``Gateway(provider_processes=N)``, ``llm.provider_processes``): calls to providers over the
+network are made by worker processes; the gateway's process keeps the store, the retry layer and parsing, and a
+batch gives the same results and records as with the calls made in-process."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import litellm
+import pytest
+
+from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store, parse_verdict
+from rubriclab.llm._gateway import _describe, _record_from_response
+from rubriclab.llm._pacing import TURNS
+from rubriclab.llm._processes import ProviderProcesses, _reply, response_of
+from rubriclab.llm._providers import chat_response
+from rubriclab.llm._retry import RemoteFailure, is_retryable, retry_after_seconds
+from rubriclab.secrets import REDACTED
+from rubriclab.testing import FakeOpenAIServer, FaultPlan, scripted_model
+
+
+def verdict_responder(body: dict) -> str:
+    text = body["messages"][0]["content"]
+    return f"Comparing both answers... [[{'AB'[int(hashlib.sha1(text.encode()).hexdigest(), 16) % 2]}]]"
+
+
+def _requests(url: str, n: int, tag: str = "pair", concurrency: int = 16, timeout: float = 10.0,
+              max_retries: int = 4) -> list[CallRequest]:
+    role = RoleSpec(name="judge", model="openai/fake-judge", api_base=url, concurrency=concurrency, timeout=timeout,
+                    max_retries=max_retries, parse_retries=2)
+    return [CallRequest(role=role, messages=[{"role": "user", "content": f"{tag} {i}: which is better?"}],
+                        parser=parse_verdict) for i in range(n)]
+
+
+@pytest.fixture
+def fake_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-fake-test")
+
+
+@pytest.fixture(scope="module")
+def processes():
+    """Two provider processes shared by this module's gateways (each start imports litellm: ~2-3 s)."""
+    os.environ.setdefault("OPENAI_API_KEY", "sk-fake-test")  # the workers inherit the environment they start in
+    procs = ProviderProcesses(2, TURNS)
+    yield procs
+    procs.close()
+
+
+def _gateway(store, processes: ProviderProcesses, stage: str) -> Gateway:
+    gw = Gateway(store, stage=stage, progress=False, provider_processes=2)
+    gw.processes = processes
+    return gw
+
+
+def _no_calls_here(monkeypatch) -> None:
+    """This process's litellm refuses to call: whatever succeeds was made by a provider process."""
+    async def refuse(*_, **__):
+        raise AssertionError("litellm.acompletion called in the gateway's process")
+    monkeypatch.setattr(litellm, "acompletion", refuse)
+
+
+def _rows(store) -> list[tuple]:
+    return sorted(store._db.execute(
+        "SELECT key, status, text, prompt_tokens, completion_tokens, attempt, extra FROM calls").fetchall())
+
+
+@pytest.mark.timeout(120)
+def test_the_workers_make_the_calls_and_the_records_match_in_process_ones(tmp_path, fake_key, processes,
+                                                                          monkeypatch):
+    with FakeOpenAIServer(latency=0.01, responder=verdict_responder) as server:
+        here = open_store(tmp_path / "here.sqlite")
+        expected = Gateway(here, stage="s", progress=False).run(_requests(server.url, 60))
+        _no_calls_here(monkeypatch)
+        served = {w.proc.pid: w.served for w in processes.workers}  # none yet when this test runs first
+        there = open_store(tmp_path / "there.sqlite")
+        results = _gateway(there, processes, "s").run(_requests(server.url, 60))
+    assert all(r.ok for r in expected) and all(r.ok for r in results)
+    assert [r.value for r in results] == [r.value for r in expected]
+    assert [(r.text, r.prompt_tokens, r.completion_tokens, r.attempts) for r in results] == \
+        [(r.text, r.prompt_tokens, r.completion_tokens, r.attempts) for r in expected]
+    assert _rows(there) == _rows(here)  # same keys, texts, token counts and extras (finish_reason) in the store
+    per_worker = [w.served - served.get(w.proc.pid, 0) for w in processes.workers]
+    assert sum(per_worker) == 60 and min(per_worker) > 0, per_worker  # both workers served this batch
+
+
+@pytest.mark.timeout(180)
+def test_transport_faults_are_retried_by_the_gateways_one_retry_layer(tmp_path, fake_key, processes, monkeypatch):
+    waits: list[int] = []
+    monkeypatch.setattr("rubriclab.llm._gateway.backoff_seconds", lambda retry: waits.append(retry) or 0.02)
+    plan = FaultPlan(rate=0.4, kinds=("429", "500", "garbage", "truncated", "drop"), seed=3, retry_after=0.05)
+    with FakeOpenAIServer(latency=0.01, responder=verdict_responder) as clean:
+        expected = Gateway(open_store(tmp_path / "clean.sqlite"), stage="f", progress=False).run(
+            _requests(clean.url, 150))
+    _no_calls_here(monkeypatch)
+    store = open_store(tmp_path / "faulty.sqlite")
+    with FakeOpenAIServer(latency=0.01, responder=verdict_responder, faults=plan) as server:
+        results = _gateway(store, processes, "f").run(_requests(server.url, 150))
+        faults = server.stats()["faults"]
+    assert all(r.ok for r in results), [r.error or r.parse_error for r in results if not r.ok][:3]
+    assert [r.value for r in results] == [r.value for r in expected]
+    assert faults["429"] > 0 and faults["500"] > 0 and faults["garbage"] > 0
+    n_faults = sum(faults.values())
+    assert sum(r.retries for r in results) == n_faults  # each fault retried once, by the gateway's layer
+    assert len(waits) == n_faults - faults["429"]  # a 429's Retry-After crossed the process boundary: no backoff
+    ledger = next(r for r in store.ledger() if r["stage"] == "f")
+    assert ledger["retries"] == n_faults
+
+
+@pytest.mark.timeout(120)
+def test_a_final_error_names_the_providers_error_class_as_in_process(tmp_path, fake_key, processes):
+    url = "http://127.0.0.1:9/v1"  # nothing listens: a connection error, retried, then recorded
+    here = Gateway(open_store(tmp_path / "a.sqlite"), stage="e", progress=False).run(
+        _requests(url, 2, max_retries=1, timeout=2))
+    there = _gateway(open_store(tmp_path / "b.sqlite"), processes, "e").run(_requests(url, 2, max_retries=1, timeout=2))
+    assert all(not r.ok and r.retries == 1 for r in here + there)
+    assert [r.error for r in there] == [r.error for r in here]  # litellm's class and message, not the wrapper's
+    assert here[0].error.startswith("InternalServerError: ") and "Connection error" in here[0].error
+
+
+@pytest.mark.timeout(180)
+def test_a_killed_worker_fails_over_and_the_next_batch_replaces_it(tmp_path, fake_key, processes, monkeypatch):
+    monkeypatch.setattr("rubriclab.llm._gateway.backoff_seconds", lambda retry: 0.02)
+    victim = processes.workers[0].proc.pid if processes.workers else None
+    store = open_store(tmp_path / "k.sqlite")
+    with FakeOpenAIServer(latency=0.6, responder=verdict_responder) as server:
+        gw = _gateway(store, processes, "k")
+        if victim is None:  # the module's first batch starts the workers
+            gw.run(_requests(server.url, 2, tag="start"))
+            victim = processes.workers[0].proc.pid
+        timer = threading.Timer(0.3, os.kill, (victim, signal.SIGKILL))
+        timer.start()
+        results = gw.run(_requests(server.url, 32))
+        timer.join()
+        assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
+        assert victim not in processes.pids and len(processes.pids) == 1
+        retried = [row for row in store._db.execute("SELECT reason FROM retry_events").fetchall()]
+        assert retried and all("ProviderProcessExited" in e and "SIGKILL" in e for (e,) in retried), retried
+        assert sum(r.retries for r in results) == len(retried)
+        again = gw.run(_requests(server.url, 4, tag="again"))
+    assert all(r.ok for r in again) and len(processes.pids) == 2 and victim not in processes.pids
+
+
+def test_in_process_models_never_start_workers(tmp_path):
+    model = scripted_model("procs-local", lambda messages, params: "[[A]]")
+    role = RoleSpec(name="judge", model=model)
+    gw = Gateway(open_store(tmp_path / "l.sqlite"), stage="l", progress=False, provider_processes=2)
+    results = gw.run([CallRequest(role=role, messages=[{"role": "user", "content": f"q{i}"}], parser=parse_verdict)
+                      for i in range(3)])
+    assert [r.value for r in results] == ["A"] * 3 and gw.processes is None
+
+
+def test_a_reply_crosses_the_process_boundary_with_what_the_record_reads():
+    role = RoleSpec(name="judge", model="openai/x", max_tokens=8)
+    req = CallRequest(role=role, messages=[{"role": "user", "content": "q"}])
+    cases = [chat_response("openai/x", "[[A", usage={"prompt_tokens": 9, "completion_tokens": 8, "total_tokens": 17},
+                           logprobs={"content": [{"token": "[[", "logprob": -0.25, "top_logprobs": []}]},
+                           finish_reason="length"),
+             chat_response("openai/x", "ab ab ab", finish_reason="repetition", loop={"period": 1, "repeats": 64})]
+    cases[0]._hidden_params["response_cost"] = 0.0125
+    for resp in cases:
+        sent = _reply(resp)
+        import pickle
+        back = response_of(pickle.loads(pickle.dumps(sent)))
+        a = _record_from_response(resp, req, req.messages, {}, "k", 0, "s", 0.0, 0)
+        b = _record_from_response(back, req, req.messages, {}, "k", 0, "s", 0.0, 0)
+        assert (b.text, b.extra, b.prompt_tokens, b.completion_tokens, b.cost) == \
+            (a.text, a.extra, a.prompt_tokens, a.completion_tokens, a.cost)
+    assert b.extra["finish_reason"] == "repetition"
+    assert a.cost == 0.0 and response_of(_reply(cases[0]))._hidden_params["response_cost"] == 0.0125
+
+
+def test_a_remote_failure_keeps_its_class_retry_after_and_is_redacted_here():
+    import pickle
+
+    exc = pickle.loads(pickle.dumps(RemoteFailure("RateLimitError", "slow down, key sk-secret-123456", True, 1.5)))
+    assert is_retryable(exc) and retry_after_seconds(exc) == 1.5
+    assert not is_retryable(RemoteFailure("AuthenticationError", "no", False, None))
+    assert _describe(exc, ["sk-secret-123456"]) == f"RateLimitError: slow down, key {REDACTED}"
+
+
+_ORPHAN_CHILD = textwrap.dedent("""
+    import sys
+    from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store
+    url, path = sys.argv[1], sys.argv[2]
+    role = RoleSpec(name="judge", model="openai/fake-judge", api_base=url, concurrency=4, timeout=30)
+    gw = Gateway(open_store(path), stage="o", progress=False, provider_processes=2)
+    gw.run([CallRequest(role=role, messages=[{"role": "user", "content": "warm"}])])
+    print(*gw.processes.pids, flush=True)
+    gw.run([CallRequest(role=role, messages=[{"role": "user", "content": f"q{i}"}]) for i in range(40)])
+""")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.timeout(120)
+def test_workers_end_when_the_gateways_process_is_killed(tmp_path, fake_key):
+    latency = 1.5
+    with FakeOpenAIServer(latency=latency, responder=verdict_responder) as server:
+        child = subprocess.Popen([sys.executable, "-c", _ORPHAN_CHILD, server.url, str(tmp_path / "o.sqlite")],
+                                 stdout=subprocess.PIPE, text=True)
+        pids = [int(p) for p in child.stdout.readline().split()]
+        sent = time.time()
+        assert len(pids) == 2 and all(_alive(p) for p in pids)
+        time.sleep(0.4)  # the second batch's calls are in flight in the workers
+        assert server.stats()["requests"] > 1
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+        deadline = time.time() + 20
+        while time.time() < deadline and any(_alive(p) for p in pids):
+            time.sleep(0.1)
+        time.sleep(max(0.0, sent + latency + 0.3 - time.time()))  # the server's handlers end before it stops
+    assert not any(_alive(p) for p in pids)
+
+
+def test_close_stops_the_workers(tmp_path, fake_key):
+    with FakeOpenAIServer(responder=verdict_responder) as server:
+        gw = Gateway(open_store(tmp_path / "c.sqlite"), stage="c", progress=False, provider_processes=2)
+        assert gw.run(_requests(server.url, 4))[0].ok
+        procs = [w.proc for w in gw.processes.workers]
+        gw.close()
+    assert gw.processes is None and [p.poll() for p in procs] == [0, 0]
+
+
+def test_provider_processes_below_one_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="provider_processes must be at least 1"):
+        Gateway(open_store(tmp_path / "x.sqlite"), provider_processes=0)
+
+
+def test_llm_provider_processes_reaches_the_stage_gateway_and_bad_values_are_refused(tmp_path):
+    from rubriclab.config import load_params
+    from rubriclab.errors import ConfigError
+    from rubriclab.llm import gateway_from_params
+
+    (tmp_path / "params.yaml").write_text("llm:\n  provider_processes: 2\n")
+    assert gateway_from_params(load_params(tmp_path / "params.yaml"), "audit", tmp_path,
+                               progress=False).provider_processes == 2
+    (tmp_path / "params.yaml").write_text("llm: {}\n")
+    assert gateway_from_params(load_params(tmp_path / "params.yaml"), "audit", tmp_path,
+                               progress=False).provider_processes == 1
+    with pytest.raises(ConfigError, match=r"llm\.provider_processes: got 0"):
+        load_params(tmp_path / "params.yaml", ["llm.provider_processes=0"])
