@@ -147,6 +147,28 @@ def test_a_killed_worker_fails_over_and_the_next_batch_replaces_it(tmp_path, fak
     assert all(r.ok for r in again) and len(processes.pids) == 2 and victim not in processes.pids
 
 
+@pytest.mark.timeout(180)
+def test_when_every_worker_dies_the_calls_fail_named_and_the_next_batch_starts_new_ones(tmp_path, fake_key,
+                                                                                       processes):
+    store = open_store(tmp_path / "d.sqlite")
+    with FakeOpenAIServer(latency=0.6, responder=verdict_responder) as server:
+        gw = _gateway(store, processes, "d")
+        gw.run(_requests(server.url, 2, tag="start"))  # both workers up
+        victims = list(processes.pids)
+        timer = threading.Timer(0.3, lambda: [os.kill(pid, signal.SIGKILL) for pid in victims])
+        timer.start()
+        results = gw.run(_requests(server.url, 12, concurrency=4, max_retries=0))
+        timer.join()
+        in_flight = [r for r in results if "with this call in flight" in (r.error or "")]
+        after = [r for r in results if "every provider process of this batch has ended" in (r.error or "")]
+        # the 4 calls in flight fail as the workers end (a call sent between the two kills too); the rest find none
+        assert not any(r.ok for r in results) and len(in_flight) >= 4 and after, [r.error for r in results]
+        assert len(in_flight) + len(after) == 12
+        assert all(r.error.startswith("ProviderProcessExited: ") for r in results)
+        again = gw.run(_requests(server.url, 4, tag="again"))
+    assert all(r.ok for r in again) and len(processes.pids) == 2 and not set(victims) & set(processes.pids)
+
+
 def test_in_process_models_never_start_workers(tmp_path):
     model = scripted_model("procs-local", lambda messages, params: "[[A]]")
     role = RoleSpec(name="judge", model=model)

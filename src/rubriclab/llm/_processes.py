@@ -298,7 +298,8 @@ class ProviderProcesses:
         a ``RemoteFailure``."""
         live = [w for w in self.workers if w.alive]
         if not live:
-            raise RemoteFailure("ProviderProcessExited", "every provider process of this batch has ended",
+            raise RemoteFailure("ProviderProcessExited", "every provider process of this batch has ended (their "
+                                "exit statuses are in the batch's earlier failures; the next batch starts new ones)",
                                 retryable=False, retry_after=None)
         w = min(live, key=lambda x: len(x.pending))
         i = next(self._ids)
