@@ -4,8 +4,11 @@ batch gives the same results and records as with the calls made in-process."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import operator
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -19,7 +22,7 @@ import pytest
 from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store, parse_verdict
 from rubriclab.llm._gateway import _describe, _record_from_response
 from rubriclab.llm._pacing import TURNS
-from rubriclab.llm._processes import ProviderProcesses, _reply, response_of
+from rubriclab.llm._processes import ProviderProcessError, ProviderProcesses, reply_of, response_of
 from rubriclab.llm._providers import chat_response
 from rubriclab.llm._retry import RemoteFailure, is_retryable, retry_after_seconds
 from rubriclab.secrets import REDACTED
@@ -47,10 +50,11 @@ def fake_key(monkeypatch):
 @pytest.fixture(scope="module")
 def processes():
     """Two provider processes shared by this module's gateways (each start imports litellm: ~2-3 s)."""
-    os.environ.setdefault("OPENAI_API_KEY", "sk-fake-test")  # the workers inherit the environment they start in
-    procs = ProviderProcesses(2, TURNS)
-    yield procs
-    procs.close()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENAI_API_KEY", "sk-fake-test")  # the workers inherit the environment they start in
+        procs = ProviderProcesses(2, TURNS)
+        yield procs
+        procs.close()
 
 
 def _gateway(store, processes: ProviderProcesses, stage: str) -> Gateway:
@@ -114,10 +118,11 @@ def test_transport_faults_are_retried_by_the_gateways_one_retry_layer(tmp_path, 
 
 
 @pytest.mark.timeout(120)
-def test_a_final_error_names_the_providers_error_class_as_in_process(tmp_path, fake_key, processes):
+def test_a_final_error_names_the_providers_error_class_as_in_process(tmp_path, fake_key, processes, monkeypatch):
     url = "http://127.0.0.1:9/v1"  # nothing listens: a connection error, retried, then recorded
     here = Gateway(open_store(tmp_path / "a.sqlite"), stage="e", progress=False).run(
         _requests(url, 2, max_retries=1, timeout=2))
+    _no_calls_here(monkeypatch)
     there = _gateway(open_store(tmp_path / "b.sqlite"), processes, "e").run(_requests(url, 2, max_retries=1, timeout=2))
     assert all(not r.ok and r.retries == 1 for r in here + there)
     assert [r.error for r in there] == [r.error for r in here]  # litellm's class and message, not the wrapper's
@@ -148,8 +153,10 @@ def test_a_killed_worker_fails_over_and_the_next_batch_replaces_it(tmp_path, fak
 
 
 @pytest.mark.timeout(180)
-def test_when_every_worker_dies_the_calls_fail_named_and_the_next_batch_starts_new_ones(tmp_path, fake_key,
-                                                                                       processes):
+@pytest.mark.parametrize("restarts", [0, 1])
+def test_when_every_worker_dies_mid_batch_the_rest_restart_them_or_fail_named(tmp_path, fake_key, processes,
+                                                                              monkeypatch, restarts):
+    monkeypatch.setattr(processes, "restarts_per_batch", restarts)
     store = open_store(tmp_path / "d.sqlite")
     with FakeOpenAIServer(latency=0.6, responder=verdict_responder) as server:
         gw = _gateway(store, processes, "d")
@@ -160,11 +167,15 @@ def test_when_every_worker_dies_the_calls_fail_named_and_the_next_batch_starts_n
         results = gw.run(_requests(server.url, 12, concurrency=4, max_retries=0))
         timer.join()
         in_flight = [r for r in results if "with this call in flight" in (r.error or "")]
-        after = [r for r in results if "every provider process of this batch has ended" in (r.error or "")]
-        # the 4 calls in flight fail as the workers end (a call sent between the two kills too); the rest find none
-        assert not any(r.ok for r in results) and len(in_flight) >= 4 and after, [r.error for r in results]
-        assert len(in_flight) + len(after) == 12
-        assert all(r.error.startswith("ProviderProcessExited: ") for r in results)
+        # the 4 calls in flight fail as the workers end (a call sent between the two kills too)
+        assert len(in_flight) >= 4 and all(r.error.startswith("ProviderProcessExited: ") for r in in_flight)
+        rest = [r for r in results if r not in in_flight]
+        assert rest, [r.error for r in results]
+        if restarts:  # the rest found no worker, started two and were answered
+            assert all(r.ok for r in rest), [r.error for r in rest]
+            assert len(processes.pids) == 2 and not set(victims) & set(processes.pids)
+        else:
+            assert all("every provider process of this batch has ended" in r.error for r in rest)
         again = gw.run(_requests(server.url, 4, tag="again"))
     assert all(r.ok for r in again) and len(processes.pids) == 2 and not set(victims) & set(processes.pids)
 
@@ -187,20 +198,16 @@ def test_a_reply_crosses_the_process_boundary_with_what_the_record_reads():
              chat_response("openai/x", "ab ab ab", finish_reason="repetition", loop={"period": 1, "repeats": 64})]
     cases[0]._hidden_params["response_cost"] = 0.0125
     for resp in cases:
-        sent = _reply(resp)
-        import pickle
-        back = response_of(pickle.loads(pickle.dumps(sent)))
+        back = response_of(pickle.loads(pickle.dumps(reply_of(resp, 0.5))))
         a = _record_from_response(resp, req, req.messages, {}, "k", 0, "s", 0.0, 0)
         b = _record_from_response(back, req, req.messages, {}, "k", 0, "s", 0.0, 0)
         assert (b.text, b.extra, b.prompt_tokens, b.completion_tokens, b.cost) == \
             (a.text, a.extra, a.prompt_tokens, a.completion_tokens, a.cost)
     assert b.extra["finish_reason"] == "repetition"
-    assert a.cost == 0.0 and response_of(_reply(cases[0]))._hidden_params["response_cost"] == 0.0125
+    assert a.cost == 0.0 and response_of(reply_of(cases[0], 0.5))._hidden_params["response_cost"] == 0.0125
 
 
 def test_a_remote_failure_keeps_its_class_retry_after_and_is_redacted_here():
-    import pickle
-
     exc = pickle.loads(pickle.dumps(RemoteFailure("RateLimitError", "slow down, key sk-secret-123456", True, 1.5)))
     assert is_retryable(exc) and retry_after_seconds(exc) == 1.5
     assert not is_retryable(RemoteFailure("AuthenticationError", "no", False, None))
@@ -236,8 +243,10 @@ def test_workers_end_when_the_gateways_process_is_killed(tmp_path, fake_key):
         pids = [int(p) for p in child.stdout.readline().split()]
         sent = time.time()
         assert len(pids) == 2 and all(_alive(p) for p in pids)
-        time.sleep(0.4)  # the second batch's calls are in flight in the workers
-        assert server.stats()["requests"] > 1
+        deadline = time.time() + 30
+        while time.time() < deadline and server.stats()["requests"] < 2:  # the second batch's calls are in flight
+            time.sleep(0.05)
+        assert server.stats()["requests"] >= 2
         child.send_signal(signal.SIGKILL)
         child.wait()
         deadline = time.time() + 20
@@ -274,3 +283,101 @@ def test_llm_provider_processes_reaches_the_stage_gateway_and_bad_values_are_ref
                                progress=False).provider_processes == 1
     with pytest.raises(ConfigError, match=r"llm\.provider_processes: got 0"):
         load_params(tmp_path / "params.yaml", ["llm.provider_processes=0"])
+
+
+class _Unreadable:
+    """Pickles anywhere; unpickling it raises (as an object whose class only the caller's ``__main__`` has)."""
+
+    def __reduce__(self):
+        return operator.truediv, (1, 0)
+
+
+def _served(processes: ProviderProcesses) -> int:
+    return sum(w.served for w in processes.workers)
+
+
+@pytest.mark.timeout(120)
+def test_arguments_that_cannot_cross_fail_that_call_and_say_how_to_fix_it(fake_key, processes):
+    with FakeOpenAIServer(responder=verdict_responder) as server:
+        base = {"model": "openai/fake-judge", "api_base": server.url, "timeout": 10, "num_retries": 0,
+                "max_retries": 0, "messages": [{"role": "user", "content": "pair 1"}]}
+
+        async def calls():
+            await processes.attach()
+            try:
+                results = []
+                for extra in ({"metadata": {"f": lambda: 0}}, {"metadata": {"x": _Unreadable()}}, {}):
+                    try:
+                        results.append(await processes.acompletion(("g", None), **base, **extra))
+                    except RemoteFailure as exc:
+                        results.append(exc)
+                return results
+            finally:
+                processes.detach()
+
+        unsendable, unreadable, fine = asyncio.run(calls())
+    assert isinstance(unsendable, RemoteFailure) and not unsendable.retryable
+    assert "cannot be sent to a provider process" in str(unsendable) and "llm.provider_processes: 1" in str(unsendable)
+    assert isinstance(unreadable, RemoteFailure) and unreadable.type_name == "ZeroDivisionError"
+    assert "could not read this call's arguments" in str(unreadable) and not unreadable.retryable
+    resp, latency = fine  # the connection survived both
+    assert resp.choices[0].message.content.startswith("Comparing") and latency > 0
+
+
+@pytest.mark.timeout(120)
+def test_a_cancelled_batch_cancels_its_calls_in_the_workers(tmp_path, fake_key, processes):
+    with FakeOpenAIServer(latency=1.0, responder=verdict_responder) as server:
+        gw = _gateway(open_store(tmp_path / "x.sqlite"), processes, "x")
+        gw.run(_requests(server.url, 2, tag="start"))
+        before = _served(processes)
+
+        async def cancelled():
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(gw.arun(_requests(server.url, 4, tag="cancelled")), 0.3)
+
+        asyncio.run(cancelled())
+        # the next batch outlasts the replies the cancelled calls would have sent (at ~1.0 s)
+        assert all(r.ok for r in gw.run(_requests(server.url, 2, tag="next")))
+        assert server.stats()["requests"] == 2 + 4 + 2
+    assert _served(processes) - before == 2  # only the next batch's replies came back
+
+
+def test_a_worker_that_cannot_start_stops_the_batch_with_a_clear_error(tmp_path, fake_key):
+    procs = ProviderProcesses(2, TURNS, python="/bin/false")  # exits at once
+    gw = Gateway(open_store(tmp_path / "f.sqlite"), stage="f", progress=False, provider_processes=2)
+    gw.processes = procs
+    with pytest.raises(ProviderProcessError, match=r"did not start: .*exit 1.*llm\.provider_processes: 1"):
+        gw.run(_requests("http://127.0.0.1:9/v1", 2))
+    assert procs.pids == []
+    procs.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_price_registered_here_costs_the_calls_the_workers_make(tmp_path, fake_key, processes, monkeypatch):
+    monkeypatch.setattr(litellm, "model_cost", dict(litellm.model_cost))  # register_model edits it: restored after
+    litellm.register_model({"openai/fake-priced": {"input_cost_per_token": 1e-3, "output_cost_per_token": 2e-3,
+                                                   "litellm_provider": "openai", "mode": "chat"}})
+    with FakeOpenAIServer(responder=verdict_responder) as server:
+        reqs = _requests(server.url, 3)
+        role = reqs[0].role.with_(model="openai/fake-priced")
+        reqs = [CallRequest(role=role, messages=r.messages, parser=parse_verdict) for r in reqs]
+        here = Gateway(open_store(tmp_path / "h.sqlite"), stage="p", progress=False).run(reqs)
+        there = _gateway(open_store(tmp_path / "t.sqlite"), processes, "p").run(reqs)
+    assert all(r.ok and r.cost > 0 for r in here + there)
+    assert [r.cost for r in there] == pytest.approx([r.cost for r in here])
+
+
+@pytest.mark.timeout(120)
+def test_workers_that_died_between_batches_are_replaced_by_the_next(tmp_path, fake_key, processes):
+    with FakeOpenAIServer(latency=0.05, responder=verdict_responder) as server:
+        gw = _gateway(open_store(tmp_path / "b.sqlite"), processes, "b")
+        gw.run(_requests(server.url, 2, tag="start"))
+        victims = list(processes.pids)
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        deadline = time.time() + 20
+        while time.time() < deadline and any(_alive(p) for p in victims):
+            time.sleep(0.05)
+        results = gw.run(_requests(server.url, 8, tag="after"))
+    assert all(r.ok for r in results), [r.error for r in results]  # a call sent before the end was seen: retried
+    assert len(processes.pids) == 2 and not set(victims) & set(processes.pids)

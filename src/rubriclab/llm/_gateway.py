@@ -593,17 +593,18 @@ class Gateway:
                 # see only public_params(params) (the allow-list) and the role's private fields only as names and
                 # a salted hash
                 kwargs = merge_params(params, private, role.transport_params())
-                if remote is not None:
-                    resp = await remote.acompletion(_group(role), model=role.model, messages=messages,
-                                                    timeout=role.timeout, num_retries=0, max_retries=0, **kwargs)
+                if remote is not None:  # the latency as the worker measured it, after its send turn
+                    resp, latency = await remote.acompletion(_group(role), model=role.model, messages=messages,
+                                                             timeout=role.timeout, num_retries=0, max_retries=0,
+                                                             **kwargs)
                 else:
                     kwargs["logger_fn"] = handoff  # litellm calls it as it sends: the next call's turn to build
                     resp = await litellm.acompletion(model=role.model, messages=messages, timeout=role.timeout,
                                                      num_retries=0, max_retries=0, **kwargs)
+                    latency = time.perf_counter() - t0
                 answered = True
                 check_response(resp)
-                rec = _record_from_response(resp, req, messages, params, key, attempt, self.stage,
-                                            time.perf_counter() - t0, retries)
+                rec = _record_from_response(resp, req, messages, params, key, attempt, self.stage, latency, retries)
                 used = rec.prompt_tokens + rec.completion_tokens
                 return rec  # written, with the release of its claim, by the batch's next grouped write
             except Exception as exc:  # noqa: BLE001 - classified below; nothing escapes unrecorded
