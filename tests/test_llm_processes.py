@@ -70,6 +70,30 @@ def _no_calls_here(monkeypatch) -> None:
     monkeypatch.setattr(litellm, "acompletion", refuse)
 
 
+def _when(server: FakeOpenAIServer, count: int, action) -> threading.Thread:
+    """Run ``action`` in a thread once the server has seen ``count`` requests (30 s at most): a kill or a cancel
+    that lands while calls are in flight, however slow the machine."""
+    def wait() -> None:
+        deadline = time.time() + 30
+        while time.time() < deadline and server.stats()["requests"] < count:
+            time.sleep(0.005)
+        action()
+    thread = threading.Thread(target=wait)
+    thread.start()
+    return thread
+
+
+def _kill(pids: list[int]) -> None:
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+
+
+def _waitable(pid: int) -> bool:
+    """Whether the child ``pid`` has ended and can be reaped (not reaping it): a killed process's main thread shows
+    as a zombie before its other threads have ended, and only then does its parent see it end."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
 def _rows(store) -> list[tuple]:
     return sorted(store._db.execute(
         "SELECT key, status, text, prompt_tokens, completion_tokens, attempt, extra FROM calls").fetchall())
@@ -139,10 +163,9 @@ def test_a_killed_worker_fails_over_and_the_next_batch_replaces_it(tmp_path, fak
         if victim is None:  # the module's first batch starts the workers
             gw.run(_requests(server.url, 2, tag="start"))
             victim = processes.workers[0].proc.pid
-        timer = threading.Timer(0.3, os.kill, (victim, signal.SIGKILL))
-        timer.start()
+        killer = _when(server, server.stats()["requests"] + 16, lambda: _kill([victim]))  # the first 16 in flight
         results = gw.run(_requests(server.url, 32))
-        timer.join()
+        killer.join()
         assert all(r.ok for r in results), [r.error for r in results if not r.ok][:3]
         assert victim not in processes.pids and len(processes.pids) == 1
         retried = [row for row in store._db.execute("SELECT reason FROM retry_events").fetchall()]
@@ -162,10 +185,9 @@ def test_when_every_worker_dies_mid_batch_the_rest_restart_them_or_fail_named(tm
         gw = _gateway(store, processes, "d")
         gw.run(_requests(server.url, 2, tag="start"))  # both workers up
         victims = list(processes.pids)
-        timer = threading.Timer(0.3, lambda: [os.kill(pid, signal.SIGKILL) for pid in victims])
-        timer.start()
+        killer = _when(server, server.stats()["requests"] + 4, lambda: _kill(victims))  # the first 4 in flight
         results = gw.run(_requests(server.url, 12, concurrency=4, max_retries=0))
-        timer.join()
+        killer.join()
         in_flight = [r for r in results if "with this call in flight" in (r.error or "")]
         # the 4 calls in flight fail as the workers end (a call sent between the two kills too)
         assert len(in_flight) >= 4 and all(r.error.startswith("ProviderProcessExited: ") for r in in_flight)
@@ -332,8 +354,12 @@ def test_a_cancelled_batch_cancels_its_calls_in_the_workers(tmp_path, fake_key, 
         before = _served(processes)
 
         async def cancelled():
-            with pytest.raises(TimeoutError):
-                await asyncio.wait_for(gw.arun(_requests(server.url, 4, tag="cancelled")), 0.3)
+            batch = asyncio.ensure_future(gw.arun(_requests(server.url, 4, tag="cancelled")))
+            while server.stats()["requests"] < 2 + 4:  # all 4 in flight
+                await asyncio.sleep(0.005)
+            batch.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await batch
 
         asyncio.run(cancelled())
         # the next batch outlasts the replies the cancelled calls would have sent (at ~1.0 s)
@@ -368,16 +394,38 @@ def test_a_price_registered_here_costs_the_calls_the_workers_make(tmp_path, fake
 
 
 @pytest.mark.timeout(120)
-def test_workers_that_died_between_batches_are_replaced_by_the_next(tmp_path, fake_key, processes):
+def test_workers_that_died_between_batches_are_replaced_by_the_next(tmp_path, fake_key, processes, monkeypatch):
+    monkeypatch.setattr(processes, "restarts_per_batch", 0)  # no rescue mid-batch: the next batch's start must see it
+    store = open_store(tmp_path / "b.sqlite")
     with FakeOpenAIServer(latency=0.05, responder=verdict_responder) as server:
-        gw = _gateway(open_store(tmp_path / "b.sqlite"), processes, "b")
+        gw = _gateway(store, processes, "b")
         gw.run(_requests(server.url, 2, tag="start"))
         victims = list(processes.pids)
-        for pid in victims:
-            os.kill(pid, signal.SIGKILL)
+        _kill(victims)
         deadline = time.time() + 20
-        while time.time() < deadline and any(_alive(p) for p in victims):
-            time.sleep(0.05)
+        while time.time() < deadline and not all(_waitable(p) for p in victims):
+            time.sleep(0.01)
         results = gw.run(_requests(server.url, 8, tag="after"))
-    assert all(r.ok for r in results), [r.error for r in results]  # a call sent before the end was seen: retried
+    assert all(r.ok and r.retries == 0 for r in results), [r.error for r in results]
+    assert store._db.execute("SELECT COUNT(*) FROM retry_events").fetchone()[0] == 0
     assert len(processes.pids) == 2 and not set(victims) & set(processes.pids)
+
+
+@pytest.mark.timeout(120)
+def test_a_restart_that_fails_mid_batch_fails_the_calls_named_not_a_hang(tmp_path, fake_key, processes,
+                                                                         monkeypatch):
+    with FakeOpenAIServer(latency=0.6, responder=verdict_responder) as server:
+        gw = _gateway(open_store(tmp_path / "r.sqlite"), processes, "r")
+        gw.run(_requests(server.url, 2, tag="start"))
+        victims = list(processes.pids)
+        monkeypatch.setattr(processes, "python", "/bin/false")  # the restart's workers exit at once
+        killer = _when(server, server.stats()["requests"] + 4, lambda: _kill(victims))
+        results = gw.run(_requests(server.url, 12, concurrency=4, max_retries=1))
+        killer.join()
+        assert not any(r.ok for r in results)
+        assert all(r.error.startswith(("ProviderProcessError: ", "ProviderProcessExited: ")) for r in results)
+        started = [r.error for r in results if r.error.startswith("ProviderProcessError: ")]
+        assert started and all("/bin/false" in e and "did not start" in e for e in started), started
+        processes.python = sys.executable
+        again = gw.run(_requests(server.url, 4, tag="again"))
+    assert all(r.ok for r in again) and len(processes.pids) == 2

@@ -2,9 +2,9 @@
 
 litellm spends ~3 ms of CPU per call in the process that calls it (building the request, reading the reply, its
 cost and logging), and a process runs its Python on one core at a time: at C=64 against a 200 ms server one process
-reaches 0.55-0.80 of the ideal rate, whatever the gateway does around litellm (benchmarks/README.md). With
-``Gateway(provider_processes=N)`` (``llm.provider_processes``) N worker processes, each with its own litellm, event
-loop and send turns (``llm._pacing``), make those calls. The gateway's process keeps everything else: the store and
+reaches 0.55-0.80 of the ideal rate on a 640-call batch, whatever the gateway does around litellm
+(benchmarks/README.md). With ``Gateway(provider_processes=N)`` (``llm.provider_processes``) N worker processes, each
+with its own litellm, event loop and send turns (``llm._pacing``), make those calls. The gateway's process keeps everything else: the store and
 its claims, the limits, the one retry layer, the budget, parsing. It sends a worker the call's litellm arguments and
 gets back the reply as litellm's ``ModelResponse`` fields, or the failure as the retry layer needs it
 (``RemoteFailure``: the error's class name and message, retryable or not, Retry-After).
@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import weakref
 from collections.abc import Hashable
 from multiprocessing.connection import Connection
@@ -165,13 +166,17 @@ def worker_main(fd: int, turns: int) -> None:
     writer = threading.Thread(target=write, name="rubriclab-provider-replies", daemon=True)
     writer.start()
     outbox.put(("ready", os.getpid()))
+    code = 0
     try:
         asyncio.run(_serve(conn, outbox, turns))
+    except BaseException:  # noqa: BLE001 - said on stderr; the gateway sees the exit status
+        traceback.print_exc()
+        code = 1
     finally:
         outbox.put(None)
         writer.join(timeout=5)
         sys.stderr.flush()
-        os._exit(0)  # nothing to tear down: skip the interpreter's ~2 s teardown of litellm's modules
+        os._exit(code)  # nothing to tear down: skip the interpreter's ~2 s teardown of litellm's modules
 
 
 # -- the gateway's side ------------------------------------------------------------------------------------------------
@@ -277,22 +282,24 @@ class ProviderProcesses:
         loop = self._loop
         assert loop is not None, "attach() first"
         self.workers[:] = [w for w in self.workers if w.alive]
-        new: list[_Worker] = []
+        for w in self.workers:
+            if w.ready.cancelled():  # an earlier batch stopped waiting for it: its ready message is still to come
+                w.ready = loop.create_future()
         while len(self.workers) < self.n:  # each one kept as it starts, so a failed start leaves none behind
             w = _start(self.python, self.turns, loop.create_future())
             self.workers.append(w)
-            new.append(w)
             loop.add_reader(w.conn.fileno(), self._on_readable, w)
-        for w in new:
+        starting = [w for w in self.workers if not w.ready.done()]
+        for w in starting:
             try:
                 await asyncio.wait_for(asyncio.shield(w.ready), START_TIMEOUT_S)
             except (TimeoutError, RemoteFailure) as exc:
-                for x in new:
-                    if x.alive:
-                        loop.remove_reader(x.conn.fileno())
-                        x.alive = False
-                self.workers[:] = [x for x in self.workers if x not in new]
-                _shutdown(new)
+                for x in starting:  # calls already sent to them fail (retryable: they go to a live one, if any)
+                    self._lost(x)
+                    if not x.ready.cancelled():
+                        x.ready.exception()  # read here: the error below says it
+                self.workers[:] = [x for x in self.workers if x not in starting]
+                _shutdown(starting)
                 why = f"not ready after {START_TIMEOUT_S:.0f} s" if isinstance(exc, TimeoutError) else str(exc)
                 raise ProviderProcessError(f"a provider process ({self.python} -m rubriclab.llm._processes) did not "
                                            f"start: {why}; its error, if any, is on stderr above. {FIX}") from None
@@ -323,6 +330,9 @@ class ProviderProcesses:
     def detach(self) -> None:
         """Stop reading on this batch's loop; calls still in flight there are abandoned (the batch cancelled them)."""
         loop, self._loop = self._loop, None
+        if self._restarting is not None and not self._restarting.done():
+            self._restarting.cancel()  # the batch has ended; the next one waits for what this one started
+        self._restarting = None
         for w in self.workers:
             if loop is not None and w.alive:
                 loop.remove_reader(w.conn.fileno())
@@ -354,7 +364,7 @@ class ProviderProcesses:
                                 fut.set_exception(payload)
                 if not w.conn.poll(0):
                     return
-        except (EOFError, OSError):
+        except Exception:  # noqa: BLE001 - EOF (it ended), or a message that cannot be read: either way it is gone
             self._lost(w)
 
     def _lost(self, w: _Worker) -> None:
