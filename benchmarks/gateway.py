@@ -139,6 +139,7 @@ def worker() -> None:
     import rubriclab
     from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store
     from rubriclab.llm._budget import price_of  # what the budget checks: None where litellm's cost map has no price
+    from rubriclab.llm._processes import ProviderProcesses
     from rubriclab.testing import count_write_transactions  # the working tree's, in the `before` arm too
 
     print(json.dumps({"rubriclab": rubriclab.__file__}), flush=True)
@@ -168,8 +169,6 @@ def worker() -> None:
             options["provider_processes"] = procs
         gw = Gateway(open_store(cmd["store"]), stage="bench", progress=False, **options)
         if procs > 1:
-            from rubriclab.llm._processes import ProviderProcesses
-
             if procs not in shared:
                 shared[procs] = ProviderProcesses(procs, gw.send_turns)
             gw.processes = shared[procs]

@@ -348,6 +348,7 @@ class Gateway:
         self.pacer: SendPacer | None = None  # the running (or last) batch's send turns
         self.provider_processes = provider_processes
         self.processes: ProviderProcesses | None = None  # started by the first batch that calls over the network
+        self._remote: ProviderProcesses | None = None  # the processes the running batch attached (its network calls)
 
     @property
     def salt(self) -> bytes:
@@ -417,7 +418,7 @@ class Gateway:
             if self.provider_processes > 1 and any(not in_process(requests[i].role.model) for i in pending):
                 if self.processes is None:
                     self.processes = ProviderProcesses(self.provider_processes, self.send_turns)
-                attached = self.processes
+                attached = self._remote = self.processes
                 await attached.attach()
 
             async def one(i: int) -> None:
@@ -440,6 +441,7 @@ class Gateway:
                     await asyncio.gather(*inflight, return_exceptions=True)
             finally:
                 self._writes = None
+                self._remote = None
                 if attached is not None:
                     attached.detach()
                 if writes is not None:
@@ -577,7 +579,7 @@ class Gateway:
         private = role.private_params()  # resolved at call time: sent, never stored
         secrets = role.secret_values()
         retries = 0
-        remote = self.processes if self.processes is not None and not in_process(role.model) else None
+        remote = self._remote if self._remote is not None and not in_process(role.model) else None
         pacer = self.pacer if remote is None and not in_process(role.model) else None  # a worker paces its own
         while True:
             await limiter.acquire(est)

@@ -4,16 +4,16 @@ litellm spends ~3 ms of CPU per call in the process that calls it (building the 
 cost and logging), and a process runs its Python on one core at a time: at C=64 against a 200 ms server one process
 reaches 0.55-0.80 of the ideal rate on a 640-call batch, whatever the gateway does around litellm
 (benchmarks/README.md). With ``Gateway(provider_processes=N)`` (``llm.provider_processes``) N worker processes, each
-with its own litellm, event loop and send turns (``llm._pacing``), make those calls. The gateway's process keeps everything else: the store and
-its claims, the limits, the one retry layer, the budget, parsing. It sends a worker the call's litellm arguments and
+with its own litellm, event loop and send turns (``llm._pacing``), make those calls. The gateway's process keeps
+everything else: the store and its claims, the limits, the one retry layer, the budget, parsing. It sends a worker the call's litellm arguments and
 gets back the reply as litellm's ``ModelResponse`` fields, or the failure as the retry layer needs it
 (``RemoteFailure``: the error's class name and message, retryable or not, Retry-After).
 
 What stays in the gateway's process: in-process models (``local/...``, ``scripted/...``: ``llm._providers``) and
 embeddings. What does not reach a worker: changes the caller made to litellm's module globals (callbacks,
 ``litellm.api_key``, a custom provider map); the worker applies the gateway's own settings on import, and reads
-credentials from the environment it inherits or from the role's parameters. Workers start (importing litellm: ~2.3 s for
-two) with the first batch that calls a provider over the network, stay for the gateway's later batches, and stop
+credentials from the environment it inherits or from the role's parameters. Workers start (importing litellm: ~2.3 s
+for two) with the first batch that calls a provider over the network, stay for the gateway's later batches, and stop
 with ``Gateway.close()``, at exit, or when the gateway's process dies (the end of their socket). A worker that dies
 fails its calls in flight with a retryable ``ProviderProcessExited`` (another worker takes them); a batch that finds
 every worker ended starts new ones (``restarts_per_batch`` times), and the next batch replaces any that ended.
@@ -40,7 +40,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from rubriclab.llm._retry import RemoteFailure
+from rubriclab.llm._retry import RemoteFailure, is_retryable, retry_after_seconds
 
 START_TIMEOUT_S = 120.0  # importing litellm on a loaded 2-core machine takes a few seconds
 MESSAGE_CHARS = 4000  # a failure's message as sent; the gateway redacts it, then cuts it to 300
@@ -59,8 +59,6 @@ class ProviderProcessError(RuntimeError):
 
 def failure_of(exc: BaseException) -> RemoteFailure:
     """``exc`` as the gateway's retry layer reads it, classified where it was raised."""
-    from rubriclab.llm._retry import is_retryable, retry_after_seconds
-
     message = " ".join(str(exc).split())[:MESSAGE_CHARS]
     return RemoteFailure(type(exc).__name__, message, is_retryable(exc), retry_after_seconds(exc))
 
@@ -272,9 +270,8 @@ class ProviderProcesses:
         for w in self.workers:
             if w.alive and w.proc.poll() is not None:  # ended between batches
                 self._lost(w)
-        self.workers[:] = [w for w in self.workers if w.alive]
-        for w in self.workers:
-            loop.add_reader(w.conn.fileno(), self._on_readable, w)
+            if w.alive:
+                loop.add_reader(w.conn.fileno(), self._on_readable, w)
         await self._start_missing()
 
     async def _start_missing(self) -> None:
@@ -349,19 +346,19 @@ class ProviderProcesses:
                         w.ready.set_result(msg[1])
                 else:
                     w.served += 1
-                    fut = w.pending.pop(msg[1], None)
+                    kind, i, blob = msg
+                    fut = w.pending.pop(i, None)
                     if fut is not None and not fut.done():  # None: a call cancelled, or from an earlier batch
                         try:
-                            payload = pickle.loads(msg[2])
+                            payload = pickle.loads(blob)
                         except Exception as exc:  # noqa: BLE001 - that call's failure, not the connection's
-                            payload = RemoteFailure(type(exc).__name__, f"could not read a provider process's "
-                                                    f"reply: {exc}", retryable=False, retry_after=None)
-                            fut.set_exception(payload)
+                            kind, payload = "failure", RemoteFailure(
+                                type(exc).__name__, f"could not read a provider process's reply: {exc}",
+                                retryable=False, retry_after=None)
+                        if kind == "reply":
+                            fut.set_result(payload)
                         else:
-                            if msg[0] == "reply":
-                                fut.set_result(payload)
-                            else:
-                                fut.set_exception(payload)
+                            fut.set_exception(payload)
                 if not w.conn.poll(0):
                     return
         except Exception:  # noqa: BLE001 - EOF (it ended), or a message that cannot be read: either way it is gone
