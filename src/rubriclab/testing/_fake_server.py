@@ -6,6 +6,12 @@ or a real provider. Transport faults (``FAULT_KINDS``: 429 with Retry-After, 500
 that are not a provider response, truncated JSON, dropped connections) must be retried with the same
 request; the opt-in content fault ``unparseable`` (a well-formed completion whose text no parser accepts)
 is what a re-ask is for.
+
+For probes of what leaves the client, the server (with ``record=True``, or any quoting) keeps everything it receives
+(``received``: method, path with query, headers, body) and can quote all of it back (``quote_status``: every POST answered with that status and an
+error message quoting the request; ``quote_replies``: the quote appended to every reply's text). ``reply_chars``
+makes it a server that ignores ``max_tokens`` (every reply that many characters, usage counted from them), and
+``chunked`` sends bodies without a Content-Length.
 """
 
 from __future__ import annotations
@@ -77,6 +83,7 @@ _GARBAGE_BODIES: tuple[tuple[bytes, str], ...] = (
      "application/json"),
 )
 EMBEDDING_DIM = 8
+_RECEIVED = web.RequestKey("received", dict)  # what the request carried, kept by the middleware for the handler
 
 # Consonants only, no 'a'/'b': garbage text can never spell a verdict (A/B/Yes/No/tie) or JSON.
 _GARBAGE_LETTERS = "cdfghjklmnpqrstvwxz"
@@ -244,6 +251,11 @@ class FakeOpenAIServer:
         port: int = 0,
         latency_jitter: float = 0.0,
         jitter_seed: int = 0,
+        record: bool = False,
+        quote_status: int | None = None,
+        quote_replies: bool = False,
+        reply_chars: int | None = None,
+        chunked: bool = False,
     ) -> None:
         if not 0.0 <= latency_jitter <= latency:
             raise ValueError(f"latency_jitter must be between 0 and latency ({latency}), got {latency_jitter}")
@@ -265,6 +277,11 @@ class FakeOpenAIServer:
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
         self._hang_tasks: set[asyncio.Task] = set()
+        self.quote_status, self.quote_replies = quote_status, quote_replies
+        # what requests carried is kept only when asked for: the benchmarks push ~1000 requests/s through here
+        self.record = record or quote_status is not None or quote_replies
+        self.reply_chars, self.chunked = reply_chars, chunked
+        self.received: list[dict[str, Any]] = []  # every request as it came: method, path_qs, headers, body
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -276,7 +293,7 @@ class FakeOpenAIServer:
         return f"http://{self.host}:{self.port}/v1"
 
     def _make_app(self) -> web.Application:
-        app = web.Application(client_max_size=64 * 1024**2)
+        app = web.Application(client_max_size=64 * 1024**2, middlewares=[self._receive] if self.record else [])
         for prefix in ("/v1", ""):
             app.router.add_post(prefix + "/chat/completions", self._chat)
             app.router.add_post(prefix + "/embeddings", self._embeddings)
@@ -369,6 +386,24 @@ class FakeOpenAIServer:
                 "attempts": dict(self._attempts),
             }
 
+    @web.middleware
+    async def _receive(self, request: web.Request, handler: Callable) -> web.StreamResponse:
+        """Keep what the request carried; with ``quote_status``, answer every POST with an error quoting it."""
+        raw = await request.read()  # cached: the handler reads the same bytes
+        entry = {"method": request.method, "path_qs": request.path_qs, "headers": dict(request.headers),
+                 "body": raw.decode("utf-8", "replace")}
+        with self._lock:
+            self.received.append(entry)
+        request[_RECEIVED] = entry
+        if self.quote_status is not None and request.method == "POST":
+            with self._lock:
+                self._requests += 1
+            return _error(self.quote_status, "invalid_request_error", "rejected; received: " + quote_request(entry))
+        if request.method == "POST" and not request.path.endswith(("/chat/completions", "/embeddings")) \
+                and "/chat/completions" in request.path_qs:
+            return await self._chat(request)  # a client that put the route after a query string (?key=…)
+        return await handler(request)
+
     async def _stats_handler(self, request: web.Request) -> web.Response:
         return web.Response(body=_dumps(self.stats()), content_type="application/json")
 
@@ -450,6 +485,10 @@ class FakeOpenAIServer:
             raw, ctype = _GARBAGE_BODIES[int(key[:8], 16) % len(_GARBAGE_BODIES)]
             return web.Response(body=raw, content_type=ctype)
         content = _garbage_text(key) if kind == "unparseable" else self.responder(body)
+        if self.reply_chars is not None and kind is None:  # a server that ignores max_tokens
+            content = (content + " " + "x" * self.reply_chars)[: self.reply_chars]
+        if self.quote_replies:
+            content += "\nreceived: " + (quote_request(request[_RECEIVED]) if _RECEIVED in request else "?")
         if self.latency > 0:
             await asyncio.sleep(self._delay())
         model = body.get("model", "fake")
@@ -487,6 +526,8 @@ class FakeOpenAIServer:
         elif kind is None:
             with self._lock:
                 self._ok += 1
+        if self.chunked:
+            return await _send_chunked(request, data)
         return web.Response(body=data, content_type="application/json")
 
     async def _stream(
@@ -554,6 +595,42 @@ class FakeOpenAIServer:
             ),
             content_type="application/json",
         )
+
+
+# headers every HTTP client sends: left out of a quote, so what a caller chose to send comes first
+_PLAIN_HEADERS = frozenset({"host", "accept", "accept-encoding", "connection", "content-type", "content-length",
+                            "user-agent"})
+
+
+def quote_request(entry: dict[str, Any]) -> str:
+    """One line quoting everything a request carried that its client chose: method, path with query, each header
+    but the boilerplate ones, then the body with its messages last (a probe's quote shows the credentials first, as
+    a server's error cut short would)."""
+    headers = "; ".join(f"{k}: {v}" for k, v in entry["headers"].items()
+                        if k.lower() not in _PLAIN_HEADERS and not k.lower().startswith("x-stainless"))
+    try:
+        body = _loads(entry["body"].encode()) if entry["body"] else None
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and "messages" in body:
+        body = {**{k: v for k, v in body.items() if k != "messages"}, "messages": body["messages"]}
+        text = _dumps(body).decode()
+    else:
+        text = entry["body"]
+    return f"{entry['method']} {entry['path_qs']} | {headers} | {text}"
+
+
+async def _send_chunked(request: web.Request, data: bytes, piece: int = 65536) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "application/json"})
+    resp.enable_chunked_encoding()
+    await resp.prepare(request)
+    for i in range(0, len(data), piece):
+        try:
+            await resp.write(data[i : i + piece])
+        except (ConnectionError, RuntimeError):  # the client stopped reading (a capped reply)
+            return resp
+    await resp.write_eof()
+    return resp
 
 
 @dataclass(frozen=True)
