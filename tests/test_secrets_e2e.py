@@ -1,6 +1,7 @@
 """Secrets go nowhere: a full data + audit stage run with provider keys in the environment, in a role's
-``extra`` params (``api_key``, an ``Authorization`` header) and in an endpoint URL (``user:password@`` and
-``?key=``) — the last three given in params.yaml as ``os.environ/NAME`` references, as literal credentials there are
+``extra`` params (``api_key``, an ``Authorization`` header), under a variable whose name looks like nothing secret
+(``api_key_env``) and in an endpoint URL (``user:password@``) — the last four given in params.yaml as ``os.environ/NAME``
+references (an endpoint with a ``?key=`` query is refused since issue 59: tests/test_url_settings.py), as literal credentials there are
 refused (tests/test_secrets_allowlist.py) — leaves none of them in any file of the project (MLflow store and artifacts, call store and its
 WAL, DVC outputs and metrics), in the run's stdout/stderr, in ``rubriclab calls``/``doctor`` output, in the
 call store's error column after a 401, or in the text of a stage that raises.
@@ -193,12 +194,11 @@ def _ref_env(url: str) -> dict[str, str]:
     # AUTHORIZATION header with … credentials encoded in URL"), so this one is configured (logged, printed)
     # on a role the audit does not call
     return {"RUBRICLAB_E2E_PARAM_KEY": PARAM_KEY, "RUBRICLAB_E2E_AUTH_HEADER": f"Bearer {HEADER_KEY}",
-            "RUBRICLAB_E2E_QUERY_URL": f"{url}?key={QUERY_KEY}",
-            "RUBRICLAB_E2E_CRED_URL": f"http://user:{URL_PASSWORD}@{host}?key={QUERY_KEY}"}
+            "ZZQ_E2E_PLAIN": QUERY_KEY,  # read through api_key_env under a name that looks like nothing secret
+            "RUBRICLAB_E2E_CRED_URL": f"http://user:{URL_PASSWORD}@{host}"}
 
 
 def _params(url: str) -> dict:
-    query_url = "os.environ/RUBRICLAB_E2E_QUERY_URL"
     cred_url = "os.environ/RUBRICLAB_E2E_CRED_URL"
     return {
         "llm": {"store": ".rubriclab/calls.sqlite",
@@ -207,15 +207,15 @@ def _params(url: str) -> dict:
                     # a key in the role's params; the panel is two models behind it
                     "judge": {"model": ["openai/fake-judge-a", "openai/fake-judge-b"], "api_base": url,
                               "extra": {"api_key": "os.environ/RUBRICLAB_E2E_PARAM_KEY"}},
-                    # a key in the endpoint URL's query
-                    "paraphraser": {"model": "openai/fake-paraphraser", "api_base": query_url},
+                    # a key under a variable whose name says nothing of a key
+                    "paraphraser": {"model": "openai/fake-paraphraser", "api_base": url, "api_key_env": "ZZQ_E2E_PLAIN"},
                     # a key in an Authorization header
                     "attacker": {"model": "openai/fake-attacker", "api_base": url,
                                  "extra": {"extra_headers": {"Authorization": "os.environ/RUBRICLAB_E2E_AUTH_HEADER"}}},
                     # the environment's OPENAI_API_KEY; a third of its calls get a 401
                     "verifier": {"model": "openai/fake-verifier", "api_base": url},
-                    # not called by the audit (logged, and printed by doctor): user:password@ and ?key= in
-                    # the URL, the environment's ANTHROPIC_API_KEY
+                    # not called by the audit (logged, and printed by doctor): user:password@ in the URL,
+                    # the environment's ANTHROPIC_API_KEY
                     "evaluator": {"model": "anthropic/claude-fake", "api_base": cred_url},
                 }},
         "data": {"seed": 42, "sources": {"demo_helpful": {"loader": "demo", "domain": "helpful"},
@@ -341,7 +341,7 @@ def test_the_stages_ran_and_every_key_reached_the_server(world):
     assert ("fake-judge-a", f"Bearer {PARAM_KEY}") in auth and ("fake-judge-b", f"Bearer {PARAM_KEY}") in auth
     assert ("fake-attacker", f"Bearer {HEADER_KEY}") in auth
     assert ("fake-verifier", f"Bearer {ENV_KEY}") in auth
-    assert any(e["model"] == "fake-paraphraser" and QUERY_KEY in e["query"] for e in seen)
+    assert ("fake-paraphraser", f"Bearer {QUERY_KEY}") in auth
     assert denied > 0  # some verifier calls got a 401
 
 
@@ -375,7 +375,7 @@ def test_mlflow_params_were_logged_without_credentials(world):
     db.close()
     assert "llm.roles.judge.model" in params  # the role config was logged: the absence below means something
     assert not {k: v for k, v in {**params, **tags}.items() if leaks_in(f"{k}={v}".encode())}
-    for role in ("paraphraser", "evaluator"):  # an endpoint is logged as the reference params.yaml gives
+    for role in ("evaluator",):  # an endpoint is logged as the reference params.yaml gives
         value = params.get(f"llm.roles.{role}.api_base")
         assert value is None or value.startswith("os.environ/RUBRICLAB_E2E_"), value
 

@@ -33,7 +33,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from rubriclab.errors import ConfigError
-from rubriclab.secrets import is_secret_key, looks_like_secret_value, redact_urls, scrub
+from rubriclab.secrets import is_secret_key, looks_like_secret_value, redact_urls, scrub, url_credential
 
 # -- allowed values: defined once, here; the packages import them -------------------------------------------------
 ROLES = ("judge", "extractor", "consolidator", "paraphraser", "attacker", "verifier", "refiner", "generator",
@@ -174,7 +174,17 @@ class Section(BaseModel):
     """A params mapping: unknown keys are errors, nothing is coerced; every field holds its one default."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+def _url_setting(value: Any) -> Any:
+    if not isinstance(value, str) or not value.strip() or url_credential(value):
+        raise ValueError
+    return value
 
+
+
+# every URL-valued setting: dvc.lock copies it into git, so a password or key in its user:password@ or its query is
+# refused (rubriclab.secrets.url_credential); it belongs in the environment (PGPASSWORD, ~/.pgpass, os.environ/NAME)
+Url = _custom(_url_setting, "a URL or path without a credential in it (a password or key in user:password@ or in "
+                            "the query belongs in the environment: PGPASSWORD, ~/.pgpass, or os.environ/NAME)")
 
 def knob(default: Any = None, doc: str = "", paper: str | None = None) -> Any:
     """A field with its one default (mutable defaults copied per instance), its doc and the paper's value."""
@@ -200,7 +210,7 @@ class RoleFields(Section):
     tpm: PosNum | None = None
     max_retries: NonNegInt = None
     parse_retries: NonNegInt = None
-    api_base: Str | None = None
+    api_base: Url | None = None
     api_key_env: Str | None = None
     seed: Int = None
     structured: Bool | None = None
@@ -256,7 +266,7 @@ class LlmBudget(Section):
 
 
 class Llm(Section):
-    store: Str | None = knob(".rubriclab/calls.sqlite", "the call store: cache + resume point + ledger")
+    store: Url | None = knob(".rubriclab/calls.sqlite", "the call store: cache + resume point + ledger")
     templates_dir: Str | None = knob(None, "a folder of <prompt>.txt overriding the packaged prompts")
     prefix_order: Bool = knob(True, "embedded model: run calls sharing a prompt prefix back to back")
     provider_processes: PosInt = knob(1, "processes making calls to providers over the network; 1: the stage's own")
@@ -416,7 +426,7 @@ class RepairSweep(Section):
 
 
 class Study(Section):
-    storage: Str | None = knob(None, "null: a journal file under the stage's outputs; or an RDB URL")
+    storage: Url | None = knob(None, "null: a journal file under the stage's outputs; or an RDB URL")
 
 
 class Repair(Section):
@@ -468,7 +478,7 @@ class DriftGrid(Section):
 
 class DriftStudy(Section):
     grid: DriftGrid = knob(DriftGrid, "Optuna grid; the configured point is always in it")
-    storage: Str | None = knob(None, "null: a journal file in outputs/drift/<setting>/; or an RDB URL")
+    storage: Url | None = knob(None, "null: a journal file in outputs/drift/<setting>/; or an RDB URL")
 
 
 class Stealth(Section):
@@ -610,7 +620,7 @@ class Probe(Section):
 
 
 class Report(Section):
-    mlflow_ui: Name | None = knob(None, "the MLflow UI URL linked from the report; null: the default")
+    mlflow_ui: Url | None = knob(None, "the MLflow UI URL linked from the report; null: the default")
 
 
 # -- recorded ------------------------------------------------------------------------------------------------------
@@ -918,6 +928,8 @@ def _override_note(loc: tuple[Any, ...], overrides: list[str]) -> str:
     if is_secret_key(key.strip()) or looks_like_secret_value(value.strip()):
         override = f"{key}=…"
     return f" (from --set {redact_urls(override)})"
+    if isinstance(value, str) and url_credential(value):
+        return f"a URL with {url_credential(value)} (not shown)"
 
 
 def _one_line(exc: ValidationError, source: str, overrides: list[str] | None) -> str:

@@ -10,25 +10,33 @@ from typing import Any
 
 from rubriclab.llm import panel, roles_from_params, store_location
 from rubriclab.llm._roles import HF_ROLES, RoleSpec
-from rubriclab.secrets import looks_like_secret_value, redact_urls
+from rubriclab.secrets import looks_like_secret_value, merge_params, redact_text, redact_urls
 
 
 def key_status(role: RoleSpec) -> tuple[bool, list[str]]:
-    """(keys present, names of missing env vars) for a role's model."""
+    """(keys present, what is missing) for a role's model, by the resolution the gateway's calls use: the role's
+    private ``extra`` (``extra.api_key: os.environ/NAME``), its ``api_key_env`` and ``api_base``
+    (``RoleSpec.private_params``/``transport_params``), then litellm's own check of the environment for what
+    those leave out. Never a value."""
     import litellm
+
+    from rubriclab.errors import ConfigError
 
     if role.model.startswith(("local/", "scripted/", "hf/")) or role.name in HF_ROLES:
         return True, []  # in-process models (llama.cpp, transformers): no provider key
-    if role.api_key_env:
-        import os
-
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", role.api_key_env) or looks_like_secret_value(role.api_key_env):
-            return False, [f"llm.roles.{role.name.split('[')[0]}.api_key_env (must be the NAME of an environment "
-                           "variable; the value looks like a key, not shown)"]
-
-        return (bool(os.environ.get(role.api_key_env)), [] if os.environ.get(role.api_key_env) else [role.api_key_env])
+    if role.api_key_env and (not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", role.api_key_env)
+                             or looks_like_secret_value(role.api_key_env)):
+        return False, [f"{role.where}.api_key_env (must be the NAME of an environment variable; the value looks "
+                       "like a key, not shown)"]
     try:
-        env = litellm.validate_environment(model=role.model)
+        sent = merge_params(role.private_params(), role.transport_params())
+    except ConfigError as exc:  # an unset os.environ/NAME, an endpoint with a query: the field and the variable
+        return False, [str(exc)]
+    if role.api_key_env and "api_key" not in sent:
+        return False, [role.api_key_env]
+    try:
+        env = litellm.validate_environment(model=role.model, api_key=sent.get("api_key"),
+                                           api_base=sent.get("api_base"))
     except Exception as exc:  # noqa: BLE001 - unknown provider string
         return False, [f"<unknown provider: {type(exc).__name__}>"]
     return bool(env.get("keys_in_environment")), list(env.get("missing_keys") or [])
@@ -92,7 +100,7 @@ def run_doctor(params: dict[str, Any], project_dir: Path, check_embedded: bool =
         for member in panel(spec):
             present, missing = key_status(member)
             ok &= present
-            keys = "keys: ok" if present else f"keys MISSING: {', '.join(missing)}"
+            keys = "keys: ok" if present else redact_text(f"keys MISSING: {', '.join(missing)}")
             if member.model.startswith("local/"):
                 keys = "embedded (no key needed)"
                 local_models.add(member.model)

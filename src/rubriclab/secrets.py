@@ -15,22 +15,34 @@ keyed and logged; every other value is sent and nothing else: the call store kee
 a salted, slow hash of the body values (``sealed_digest``), never headers or credentials (``TRANSPORT_PARAMS``).
 In params.yaml (copied into dvc.lock, hence git) such a value must be an environment reference
 ``os.environ/NAME``, resolved at call time (``literal_credential``).
+
+Names and shapes cannot catch a key kept under a plain name (``api_key_env: ZZQ_PROBE_A``), so credentials are also
+redacted **by value**: every value the gateway resolves for a role's credentials (the key read through
+``api_key_env``, the private ``extra`` values, an endpoint URL's user, password and query values) is registered
+(``register_secret``) the moment it is read, and ``redact_text`` — the one filter for store rows, retry events,
+error texts, log records and uncaught tracebacks (``install_output_filters``) — replaces each registered value in
+the forms a server or a client writes it (as is, URL-encoded, JSON-escaped, in a Basic header; any case).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
+import logging
 import os
 import re
+import sys
 import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
-from urllib.parse import unquote_plus, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, unquote_plus, urlsplit, urlunsplit
 
-__all__ = ["ENV_REF", "NOT_LOGGED", "PUBLIC_PARAMS", "REDACTED", "TRANSPORT_PARAMS", "is_env_ref", "is_secret_key",
-           "literal_credential", "logged_extra", "looks_like_secret_value", "merge_params", "public_endpoint",
-           "redact_text", "redact_urls", "resolve_env", "scrub", "sealed_digest", "split_extra", "unstored_names"]
+__all__ = ["ENV_REF", "NOT_LOGGED", "PUBLIC_PARAMS", "REDACTED", "TRANSPORT_PARAMS", "install_output_filters",
+           "is_env_ref", "is_secret_key", "literal_credential", "logged_extra", "looks_like_secret_value",
+           "merge_params", "public_endpoint", "redact_known", "redact_text", "redact_urls", "register_secret",
+           "register_url_credentials", "resolve_env", "scrub", "sealed_digest", "split_extra", "unstored_names",
+           "url_credential"]
 
 _SECRET_WORDS = frozenset({
     "key", "apikey", "token", "secret", "secrets", "password", "passwd", "pwd", "credential", "credentials",
@@ -128,16 +140,21 @@ def public_endpoint(url: str | None) -> str | None:
     return urlunsplit((parts.scheme.lower(), host, parts.path.rstrip("/"), "", "")) or None
 
 
+# variables whose names read as secret-named (``pwd``, ``auth``) but that hold the shell's paths
+_NOT_SECRET_ENV = frozenset({"PWD", "OLDPWD", "SSH_AUTH_SOCK"})
+
+
 def _secret_env_values() -> list[str]:
     """Values of secret-named environment variables (OPENAI_API_KEY, HF_TOKEN, …) long enough to be keys."""
-    return [v for k, v in os.environ.items() if len(v) >= 8 and is_secret_key(k)]
+    return [v for k, v in os.environ.items() if len(v) >= 8 and k not in _NOT_SECRET_ENV and is_secret_key(k)]
 
 
 def redact_text(text: str, known: Iterable[str] = ()) -> str:
-    """``text`` (an error message, a log line) with every credential in it replaced by ``REDACTED``: the values in
-    ``known`` and those of secret-named environment variables, provider-key-shaped tokens (``sk-…``, ``hf_…``),
-    the token after ``Bearer``/``Basic``, and URL credentials (``redact_urls``). For a server's error that quotes
-    back the key it was sent."""
+    """``text`` (an error message, a log line) with every credential in it replaced by ``REDACTED``: the registered
+    values (``register_secret``), the values in ``known`` and those of secret-named environment variables,
+    provider-key-shaped tokens (``sk-…``, ``hf_…``), the token after ``Bearer``/``Basic``, and URL credentials
+    (``redact_urls``). For a server's error that quotes back the key it was sent."""
+    text = redact_known(text)
     for value in sorted({v for v in (*known, *_secret_env_values()) if v and len(v) >= 8}, key=len, reverse=True):
         text = text.replace(value, REDACTED)
     text = _SECRET_TOKEN.sub(_redacted_token, text)
@@ -147,6 +164,111 @@ def redact_text(text: str, known: Iterable[str] = ()) -> str:
 def _redacted_token(m: re.Match) -> str:
     scheme = re.match(r"(?i)(?:Bearer|Basic)\s+", m.group(0))
     return (scheme.group(0) if scheme else "") + REDACTED
+
+
+# -- credentials by value ------------------------------------------------------------------------------------------
+
+# shorter values are not registered: replacing every 4-letter word that happens to equal a header value would
+# garble texts, and no provider's credential is that short
+MIN_SECRET_LEN = 6
+_REGISTERED: set[str] = set()
+_REGISTERED_RE: re.Pattern | None = None
+_REGISTER_LOCK = threading.Lock()
+
+
+def _forms(value: str) -> set[str]:
+    """The ways a value shows up in a text: as is, URL-encoded (a quoted query string), JSON-escaped (a quoted body)."""
+    out = {value, quote(value, safe=""), quote_plus(value), json.dumps(value)[1:-1], unquote(value)}
+    return {f for f in out if len(f) >= MIN_SECRET_LEN}
+
+
+def register_secret(*values: Any) -> None:
+    """Count each string in ``values`` (``MIN_SECRET_LEN`` characters or more) as a credential: from now on
+    ``redact_text``/``redact_known`` replace it, in any case, wherever it appears in this process's texts."""
+    global _REGISTERED_RE
+    new: set[str] = set()
+    for value in values:
+        if isinstance(value, str) and len(value.strip()) >= MIN_SECRET_LEN and value not in _REGISTERED:
+            new |= _forms(value)
+    if not new:
+        return
+    with _REGISTER_LOCK:
+        if new <= _REGISTERED:
+            return
+        _REGISTERED.update(new)
+        _REGISTERED_RE = re.compile("|".join(re.escape(v) for v in sorted(_REGISTERED, key=len, reverse=True)),
+                                    re.IGNORECASE)
+    install_output_filters()
+
+
+def register_url_credentials(url: str | None) -> None:
+    """Register what a URL carries as credentials: its user and password (and the Basic header an HTTP client
+    builds from them) and every query and fragment value."""
+    if not url or "://" not in str(url):
+        return
+    try:
+        parts = urlsplit(str(url).strip())
+    except ValueError:
+        return
+    values: list[str] = []
+    if "@" in parts.netloc:
+        userinfo = parts.netloc.rsplit("@", 1)[0]
+        user, _, password = userinfo.partition(":")
+        values += [userinfo, unquote(user), unquote(password)]
+        values.append(base64.b64encode(f"{unquote(user)}:{unquote(password)}".encode()).decode())
+    for chunk in (parts.query, parts.fragment):
+        values += [v for _, v in parse_qsl(chunk, keep_blank_values=True)]
+    register_secret(*values)
+
+
+def redact_known(text: str) -> str:
+    """``text`` with every registered credential (``register_secret``) replaced by ``REDACTED``; the text itself
+    when there is none in it."""
+    pattern = _REGISTERED_RE
+    if pattern is None or not text or not isinstance(text, str):
+        return text
+    return pattern.sub(REDACTED, text)
+
+
+class _RedactingRecordFactory:
+    """A logging record factory whose records carry their message already formatted and redacted: every log line
+    of the process, whichever logger and handler writes it, goes through ``redact_text``."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def __call__(self, *args: Any, **kwargs: Any) -> logging.LogRecord:
+        record = self.inner(*args, **kwargs)
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed log call: leave it for logging to report
+            return record
+        record.msg, record.args = redact_text(message), None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = redact_text(logging.Formatter().formatException(record.exc_info))
+        return record
+
+
+_FILTERS_INSTALLED = False
+_FILTERS_LOCK = threading.Lock()
+
+
+def install_output_filters() -> None:
+    """Send every log record and every uncaught exception's traceback of this process through ``redact_text``
+    (once; done on the first ``register_secret``)."""
+    global _FILTERS_INSTALLED
+    with _FILTERS_LOCK:
+        if _FILTERS_INSTALLED:
+            return
+        _FILTERS_INSTALLED = True
+    logging.setLogRecordFactory(_RedactingRecordFactory(logging.getLogRecordFactory()))
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        import traceback
+
+        sys.stderr.write(redact_text("".join(traceback.format_exception(kind, exc, tb))))
+
+    sys.excepthook = hook
 
 
 # -- the allow-list of request fields ------------------------------------------------------------------------------
@@ -244,13 +366,15 @@ def unstored_names(private: Mapping[str, Any]) -> list[str]:
     return sorted(path for path, _ in _leaves(private, ""))
 
 
-def resolve_env(obj: Any, where: str = "extra") -> Any:
-    """``obj`` with every ``os.environ/NAME`` replaced by that variable's value, at any depth. A variable that is
-    not set is a ConfigError naming the field and the variable (never a value)."""
+def resolve_env(obj: Any, where: str = "extra", register: bool = True) -> Any:
+    """``obj`` with every ``os.environ/NAME`` replaced by that variable's value, at any depth, each value registered
+    as a credential (``register_secret``) unless ``register`` is False (an endpoint URL: only its credential parts
+    are, ``register_url_credentials``). A variable that is not set is a ConfigError naming the field and the
+    variable (never a value)."""
     if isinstance(obj, Mapping):
-        return {k: resolve_env(v, f"{where}.{k}") for k, v in obj.items()}
+        return {k: resolve_env(v, f"{where}.{k}", register) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
-        return [resolve_env(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+        return [resolve_env(v, f"{where}[{i}]", register) for i, v in enumerate(obj)]
     if is_env_ref(obj):
         name = obj[len(ENV_REF):]
         value = os.environ.get(name)
@@ -259,6 +383,8 @@ def resolve_env(obj: Any, where: str = "extra") -> Any:
 
             raise ConfigError(f"{where}: environment variable {name} is not set (referenced as {ENV_REF}{name}); "
                               f"export it before running")
+        if register:
+            register_secret(value)
         return value
     return obj
 
@@ -373,11 +499,17 @@ def literal_credential(params: Mapping[str, Any]) -> str | None:
             return (f"{where}.api_key_env: must be the NAME of an environment variable (the value given is not one, "
                     "not shown); the key itself belongs in the environment")
     for path, text in _items(_leaves(params, "")):
-        if isinstance(text, str) and _has_url_password(text):
-            return (f"{path}: a URL with a password (not shown) would be copied into dvc.lock and git; leave the "
-                    "password out of the URL and give it through the environment (PostgreSQL: PGPASSWORD or "
-                    "~/.pgpass)")
+        what = url_credential(text) if isinstance(text, str) else None
+        if what:
+            return f"{path}: {url_credential_advice(what)}"
     return None
+
+
+def url_credential_advice(what: str) -> str:
+    """The one line refusing a URL setting that carries ``what`` (``url_credential``), and what to do instead."""
+    return (f"a URL with {what} (not shown) would be copied into dvc.lock and git; leave it out of the URL and give "
+            "it through the environment (PostgreSQL: PGPASSWORD or ~/.pgpass; an endpoint's key: api_key_env or "
+            f"extra.api_key: {ENV_REF}NAME)")
 
 
 def _items(leaves: Iterable[tuple[str, Any]]) -> Iterable[tuple[str, Any]]:
@@ -390,12 +522,22 @@ def _items(leaves: Iterable[tuple[str, Any]]) -> Iterable[tuple[str, Any]]:
             yield path, value
 
 
-def _has_url_password(text: str) -> bool:
+def url_credential(text: str) -> str | None:
+    """What credential a URL in ``text`` carries, in words (``a password in user:password@``, ``a credential in
+    its query (password=…)``), never the value; None when none does. A query parameter is a credential when its
+    name says so (``password``, ``sslpassword``, ``key``, ``token``, ``sig``…) or its value looks like a key."""
     for m in _URL_IN_TEXT.finditer(text):
         try:
-            netloc = urlsplit(m.group(0)).netloc
+            parts = urlsplit(m.group(0))
+            netloc = parts.netloc
         except ValueError:
-            return "@" in m.group(0)
+            if "@" in m.group(0) or "?" in m.group(0):
+                return "user information or a query that cannot be parsed"
+            continue
         if "@" in netloc and ":" in netloc.rsplit("@", 1)[0]:
-            return True
-    return False
+            return "a password in user:password@"
+        for chunk in (parts.query, parts.fragment):
+            for name, value in parse_qsl(chunk, keep_blank_values=True):
+                if is_secret_key(name) or name.lower() in _SECRET_QUERY_NAMES or looks_like_secret_value(value):
+                    return f"a credential in its query ({name}=…)"
+    return None

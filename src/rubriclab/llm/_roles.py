@@ -6,12 +6,16 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from rubriclab._params_schema import Llm, Params, RoleDefaults, RoleFields, Roles, section_of
 from rubriclab.errors import ConfigError
 from rubriclab.secrets import (
+    ENV_REF,
     is_env_ref,
     keyed_private,
+    register_secret,
+    register_url_credentials,
     resolve_env,
     sealed_digest,
     secret_strings,
@@ -85,7 +89,11 @@ class RoleSpec:
         """Every other ``extra`` field, ``os.environ/NAME`` references resolved now: sent with each call, never
         stored or logged (the key changes with the body fields only through ``sealed_digest``)."""
         private = split_extra(self.extra)[1]
-        return resolve_env(private, f"{self.where}.extra") if private else {}
+        if not private:
+            return {}
+        resolved = resolve_env(private, f"{self.where}.extra")
+        register_secret(*secret_strings(resolved))  # literal ones too (a RoleSpec made in code)
+        return resolved
 
     def unstored_names(self) -> list[str]:
         """Names of the fields sent but not stored (``extra_body.passphrase``)."""
@@ -101,22 +109,46 @@ class RoleSpec:
 
     @property
     def endpoint(self) -> str | None:
-        """``api_base``, resolved when it is an ``os.environ/NAME`` reference."""
-        if is_env_ref(self.api_base):
-            return resolve_env(self.api_base, f"{self.where}.api_base")
-        return self.api_base
+        """``api_base``, resolved when it is an ``os.environ/NAME`` reference; the user, password and query values
+        of the URL are registered as credentials (``rubriclab.secrets.register_url_credentials``)."""
+        url = resolve_env(self.api_base, f"{self.where}.api_base", register=False) if is_env_ref(self.api_base) \
+            else self.api_base
+        register_url_credentials(url)
+        return url
 
     def transport_params(self) -> dict[str, Any]:
-        """Params that only say how to reach the model (never keyed, never stored)."""
+        """Params that only say how to reach the model (never keyed, never stored). The key read through
+        ``api_key_env`` is registered as a credential the moment it is read, whatever the variable's name. An
+        endpoint whose URL has a query is refused (ConfigError): litellm's clients append the route after it
+        (``/v1/?key=…chat/completions``), so no call could succeed, and its 404 would quote the query."""
         params: dict[str, Any] = {}
         endpoint = self.endpoint
         if endpoint:
+            check_endpoint(endpoint, self.where, self.api_base)
             params["api_base"] = endpoint
         if self.api_key_env:
             key = os.environ.get(self.api_key_env)
             if key:
+                register_secret(key)
                 params["api_key"] = key
         return params
+
+
+def check_endpoint(url: str, where: str, given: str | None = None) -> None:
+    """Refuse an endpoint URL with a query string or a fragment, in one line that shows neither (``given``: how
+    params.yaml spelled it, e.g. ``os.environ/VLLM_URL``)."""
+    try:
+        parts = urlsplit(str(url).strip())
+        bad = bool(parts.query or parts.fragment)
+    except ValueError:
+        bad = True
+    if bad:
+        source = f" (from {given})" if isinstance(given, str) and given.startswith(ENV_REF) else ""
+        raise ConfigError(
+            f"{where}.api_base{source}: the endpoint URL has a query string or a fragment (not shown); litellm "
+            "appends the route after it (/v1/?…chat/completions), so every call would fail with a 404 quoting it. "
+            "Give the endpoint without ?…, and a key as api_key_env: NAME, extra.api_key or an extra_headers "
+            f"entry ({ENV_REF}NAME)")
 
 
 def role_from_dict(name: str, spec: dict[str, Any] | str, defaults: dict[str, Any] | None = None) -> RoleSpec | list[RoleSpec]:

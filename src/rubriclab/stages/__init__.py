@@ -63,5 +63,7 @@ def run_stage(main: Callable[[], int], name: str) -> int:
     try:
         return main()
     except RubricLabError as exc:
-        print(f"rubriclab.stages.{name}: error: {exc}", file=sys.stderr)
+        from rubriclab.secrets import redact_text  # a message may quote what a server sent back
+
+        print(redact_text(f"rubriclab.stages.{name}: error: {exc}"), file=sys.stderr)
         return 2
