@@ -74,8 +74,11 @@ def test_final_errors_are_not_retried_and_counted(gateway):
     res = gateway.run([_req(model, "q", max_retries=5)])[0]
     assert not res.ok and "AuthenticationError" in res.error
     assert scripted_provider().calls["auth"] == 1
-    # a failed call is never served from the store: a re-run tries again
-    gateway.run([_req(model, "q", max_retries=5)])
+    # within the run (this gateway) a final failure is not sent again (issue 59) ...
+    assert not gateway.run([_req(model, "q", max_retries=5)])[0].ok
+    assert scripted_provider().calls["auth"] == 1
+    # ... but it is never served from the store: a re-run tries again
+    Gateway(gateway.store, stage="test", progress=False).run([_req(model, "q", max_retries=5)])
     assert scripted_provider().calls["auth"] == 2
     row = next(r for r in gateway.store.ledger() if r["role"] == "judge")
     assert row["failed"] == 1  # one stored error row for the key

@@ -13,13 +13,14 @@ import litellm
 from tqdm.auto import tqdm
 
 from rubriclab.errors import ParseFailure
-from rubriclab.llm._budget import SpendBudget, SpendGuard
+from rubriclab.llm._budget import BudgetExceededError, BudgetStop, SpendBudget, SpendGuard, price_of
 from rubriclab.llm._heap import old_objects_frozen
 from rubriclab.llm._limits import ModelLimiter
 from rubriclab.llm._loops import REPETITION
 from rubriclab.llm._pacing import TURNS, SendPacer
-from rubriclab.llm._processes import ProviderProcesses
+from rubriclab.llm._processes import REPLY_CAP_ARG, ProviderProcesses
 from rubriclab.llm._providers import in_process
+from rubriclab.llm._reply_cap import cap_tokens, capped, check_reply, is_reply_too_large, reply_cap_bytes
 from rubriclab.llm._retry import (
     backoff_seconds,
     check_response,
@@ -40,7 +41,7 @@ from rubriclab.llm._store import (
     public_params,
     store_salt,
 )
-from rubriclab.secrets import REDACTED, merge_params, redact_text
+from rubriclab.secrets import REDACTED, merge_params, redact_known, redact_text
 
 litellm.suppress_debug_info = True
 litellm.telemetry = False
@@ -121,6 +122,10 @@ class CallResult:
     @property
     def tag(self) -> Any:
         return self.request.tag
+
+
+class _NotSent(Exception):
+    """A call the gateway did not send (its endpoint ignored max_tokens earlier in the run); the message says why."""
 
 
 class _BatchStats:
@@ -349,6 +354,11 @@ class Gateway:
         self.provider_processes = provider_processes
         self.processes: ProviderProcesses | None = None  # started by the first batch that calls over the network
         self._remote: ProviderProcesses | None = None  # the processes the running batch attached (its network calls)
+        # a call that failed for good is not sent again by this gateway (a later batch of the stage gets its record)
+        self._final: dict[str, CallRecord] = {}
+        # endpoints that answered past a reply's cap (they ignore max_tokens): nothing more is sent to them
+        self._blocked: dict[tuple[str, str | None], str] = {}
+        self._desc = "calls"
 
     @property
     def salt(self) -> bytes:
@@ -376,6 +386,8 @@ class Gateway:
     async def _arun(self, requests: Sequence[CallRequest], desc: str) -> list[CallResult]:
         self._limiters, self._inflight, self._slots = {}, {}, {}  # asyncio primitives belong to one loop
         self.pacer = SendPacer(self.send_turns) if self.send_turns is not None else None
+        self.spend.begin_batch()
+        self._desc = desc
         stats = _BatchStats(self.stage)
         writes: _Writes | None = None
         if requests:
@@ -404,6 +416,9 @@ class Gateway:
                         continue
                 pending.append(i)
 
+            for role in {id(requests[i].role): requests[i].role for i in pending
+                         if not in_process(requests[i].role.model)}.values():
+                role.transport_params()  # an endpoint that cannot work stops the batch before any call, in one line
             self.spend.check([requests[i] for i in pending], desc)  # past llm.budget: stop before sending
             if self.prefix_schedule:
                 pending = prefix_order(requests, pending)
@@ -422,15 +437,21 @@ class Gateway:
                 await attached.attach()
 
             async def one(i: int) -> None:
-                res = results[i] = await self._resolve(requests[i], stats, keys[i], cached.get(keys[i]))
-                if not res.cached:
-                    self.spend.add(res.prompt_tokens, res.cost)
+                try:
+                    res = results[i] = await self._resolve(requests[i], stats, keys[i], cached.get(keys[i]))
+                except (BudgetStop, _NotSent) as exc:  # not sent: the batch goes on with what is in flight
+                    res = results[i] = CallResult(request=requests[i], ok=False, error=f"not sent: {exc}")
+                    stats.add(requests[i].role, items=1, failures=1)
+                if not res.cached:  # each provider call was accounted as its reply arrived (_call)
                     bar.set_postfix_str(self.spend.running(), refresh=False)
                 bar.update(1)
 
             tasks = [asyncio.ensure_future(one(i)) for i in pending]
             await asyncio.gather(*tasks)
             completed = True
+            stop = self.spend.stopped or self.spend.passed(desc)
+            if stop is not None:  # the finished calls are written by the finally below
+                raise BudgetExceededError(stop)
         finally:
             bar.close()
             try:  # a failed or cancelled batch stops its other calls (each releases its claim); what finished is kept
@@ -493,6 +514,9 @@ class Gateway:
                      key: str) -> tuple[CallRecord, bool]:
         """The record for ``key``: a new provider call, or the one already made for an identical request in
         this batch (e.g. a flip-rate run that equals a panel seat). Returns (record, made_by_this_request)."""
+        final = self._final.get(key)
+        if final is not None:  # failed for good earlier in this run: recorded once, not sent again
+            return final, False
         fut = self._inflight.get(key)
         if fut is not None:
             rec, _ = await asyncio.shield(fut)
@@ -579,43 +603,74 @@ class Gateway:
         private = role.private_params()  # resolved at call time: sent, never stored
         secrets = role.secret_values()
         retries = 0
-        remote = self._remote if self._remote is not None and not in_process(role.model) else None
-        pacer = self.pacer if remote is None and not in_process(role.model) else None  # a worker paces its own
+        network = not in_process(role.model)
+        remote = self._remote if self._remote is not None and network else None
+        pacer = self.pacer if remote is None and network else None  # a worker paces its own
+        group = _group(role)
+        # the most of a reply's body that is read (llm._reply_cap); an in-process model has no body to cap
+        cap = reply_cap_bytes(role.max_tokens, req.logprobs) if network else None
         while True:
-            await limiter.acquire(est)
+            if group in self._blocked:
+                raise _NotSent(self._blocked[group])
+            # admitted by the budget (llm._budget) before it takes a slot; settled in the finally below
+            ticket = await self.spend.admit(role.model, messages, role.max_tokens,
+                                            cap_tokens(cap) if cap else role.max_tokens, self._desc)
+            try:
+                await limiter.acquire(est)
+            except BaseException:
+                self.spend.settle(ticket, 0, 0.0)
+                raise
+            spent: tuple[int, float] = (0, 0.0)
             used: int | None = None
             handoff = None
             answered = False
             t0 = time.perf_counter()
             try:
                 if pacer is not None:
-                    handoff = await pacer.take(_group(role))
+                    handoff = await pacer.take(group)
                     t0 = time.perf_counter()  # the call's latency, not its wait for a turn
                 # transport params (endpoint, key) win over a same-named `extra` entry; the store and the key
                 # see only public_params(params) (the allow-list) and the role's private fields only as names and
                 # a salted hash
                 kwargs = merge_params(params, private, role.transport_params())
                 if remote is not None:  # the latency as the worker measured it, after its send turn
-                    resp, latency = await remote.acompletion(_group(role), model=role.model, messages=messages,
+                    resp, latency = await remote.acompletion(group, model=role.model, messages=messages,
                                                              timeout=role.timeout, num_retries=0, max_retries=0,
-                                                             **kwargs)
+                                                             **{REPLY_CAP_ARG: cap}, **kwargs)
                 else:
                     kwargs["logger_fn"] = handoff  # litellm calls it as it sends: the next call's turn to build
-                    resp = await litellm.acompletion(model=role.model, messages=messages, timeout=role.timeout,
-                                                     num_retries=0, max_retries=0, **kwargs)
+                    with capped(cap):
+                        resp = await litellm.acompletion(model=role.model, messages=messages, timeout=role.timeout,
+                                                         num_retries=0, max_retries=0, **kwargs)
                     latency = time.perf_counter() - t0
                 answered = True
                 check_response(resp)
                 rec = _record_from_response(resp, req, messages, params, key, attempt, self.stage, latency, retries)
+                spent = (rec.prompt_tokens, rec.cost)
                 used = rec.prompt_tokens + rec.completion_tokens
+                past = check_reply(resp, role.max_tokens, cap) if cap is not None else None
+                if past is not None:  # read whole, but more than max_tokens allows: refused, and counted
+                    rec.status, rec.text, rec.error = "error", None, f"ReplyTooLargeError: {past}"
+                    return self._failed_for_good(rec, group)
                 return rec  # written, with the release of its claim, by the batch's next grouped write
             except Exception as exc:  # noqa: BLE001 - classified below; nothing escapes unrecorded
+                if cap is not None and is_reply_too_large(exc):  # cut at the cap: counted at what was read
+                    tokens = cap_tokens(cap)
+                    spent = (ticket.prompt_tokens, price_of(role.model, ticket.prompt_tokens, tokens) or 0.0)
+                    rec = CallRecord(key=key, model=role.model, role=role.name, stage=self.stage,
+                                     sample_index=req.sample_index, attempt=attempt, status="error",
+                                     error=_describe(exc, secrets), latency_s=time.perf_counter() - t0,
+                                     retries=retries, prompt_tokens=spent[0], completion_tokens=tokens,
+                                     cost=spent[1], extra={"reply_cut_at_bytes": cap},
+                                     request=_stored_request(role, messages, params))
+                    return self._failed_for_good(rec, group)
                 if not is_retryable(exc) or retries >= role.max_retries:
                     rec = CallRecord(key=key, model=role.model, role=role.name, stage=self.stage,
                                      sample_index=req.sample_index, attempt=attempt, status="error",
                                      error=_describe(exc, secrets), latency_s=time.perf_counter() - t0,
                                      retries=retries,
                                      request=_stored_request(role, messages, params))
+                    self._final[key] = rec
                     return rec
                 delay = retry_after_seconds(exc)
                 if delay is None:
@@ -623,10 +678,21 @@ class Gateway:
                 self.store.record_retry(key, self.stage, role.name, role.model, _describe(exc, secrets))
             finally:
                 if pacer is not None:
-                    pacer.done(_group(role), handoff, ok=answered)
+                    pacer.done(group, handoff, ok=answered)
                 limiter.release(est, used)
+                self.spend.settle(ticket, *spent)
             retries += 1
             await asyncio.sleep(delay)
+
+    def _failed_for_good(self, rec: CallRecord, group: tuple[str, str | None]) -> CallRecord:
+        """A reply past its cap: its record is final, and its endpoint gets no more calls in this run (it ignores
+        max_tokens, so every reply would cost past its estimate and be refused)."""
+        self._final[rec.key] = rec
+        where = endpoint_public(group[1]) or "its default endpoint"
+        self._blocked.setdefault(group, f"{group[0]} at {where} answered past a reply's cap earlier in this run (the "
+                                        "server ignores max_tokens): no more calls go to it; fix the server's "
+                                        "max_tokens handling or use another endpoint")
+        return rec
 
 
 def _group(role: RoleSpec) -> tuple[str, str | None]:
@@ -677,7 +743,7 @@ def _estimate_tokens(messages: list[dict[str, Any]]) -> int:
 def _record_from_response(resp: Any, req: CallRequest, messages: list[dict[str, Any]], params: dict[str, Any],
                           key: str, attempt: int, stage: str, latency: float, retries: int) -> CallRecord:
     choice = resp.choices[0]
-    text = choice.message.content or ""
+    text = redact_known(choice.message.content or "")  # a server that quotes back the key in its reply
     usage = getattr(resp, "usage", None)
     extra: dict[str, Any] = {"finish_reason": getattr(choice, "finish_reason", None)}
     fields = getattr(choice, "provider_specific_fields", None) or {}

@@ -40,11 +40,13 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from rubriclab.llm._retry import RemoteFailure, is_retryable, retry_after_seconds
+from rubriclab.llm._reply_cap import capped
+from rubriclab.llm._retry import RemoteFailure, error_name, is_retryable, retry_after_seconds
 
 START_TIMEOUT_S = 120.0  # importing litellm on a loaded 2-core machine takes a few seconds
 MESSAGE_CHARS = 4000  # a failure's message as sent; the gateway redacts it, then cuts it to 300
 FIX = "set llm.provider_processes: 1 to make the calls in the stage's own process"
+REPLY_CAP_ARG = "_rubriclab_reply_cap"  # travels with a call's kwargs; the worker reads it, litellm never sees it
 
 
 class ProviderProcessError(RuntimeError):
@@ -60,7 +62,7 @@ class ProviderProcessError(RuntimeError):
 def failure_of(exc: BaseException) -> RemoteFailure:
     """``exc`` as the gateway's retry layer reads it, classified where it was raised."""
     message = " ".join(str(exc).split())[:MESSAGE_CHARS]
-    return RemoteFailure(type(exc).__name__, message, is_retryable(exc), retry_after_seconds(exc))
+    return RemoteFailure(error_name(exc), message, is_retryable(exc), retry_after_seconds(exc))
 
 
 def reply_of(resp: Any, latency_s: float) -> dict[str, Any]:
@@ -99,8 +101,10 @@ async def _serve(conn: Connection, outbox: queue.SimpleQueue, turns: int) -> Non
             except Exception as exc:  # noqa: BLE001 - an argument only the gateway's process can rebuild
                 raise RemoteFailure(type(exc).__name__, f"a provider process could not read this call's arguments "
                                     f"({exc}); {FIX}", retryable=False, retry_after=None) from None
+            cap = kwargs.pop(REPLY_CAP_ARG, None)  # the most of the reply's body to read (llm._reply_cap)
             t0 = time.perf_counter()  # the call's latency, not its wait for a turn (as in the gateway's process)
-            resp = await litellm.acompletion(logger_fn=handoff, **kwargs)
+            with capped(cap):
+                resp = await litellm.acompletion(logger_fn=handoff, **kwargs)
             answered = True
             outbox.put(("reply", i, reply_of(resp, time.perf_counter() - t0)))
         except RemoteFailure as exc:

@@ -13,6 +13,7 @@ import httpx
 import litellm
 import openai
 
+from rubriclab.llm._reply_cap import ReplyTooLargeError, is_reply_too_large
 from rubriclab.secrets import redact_text
 
 
@@ -51,8 +52,11 @@ class RemoteFailure(Exception):
 
 
 def error_name(exc: BaseException) -> str:
-    """The class name a failure is recorded under (a provider process's failure: the original class's)."""
-    return exc.type_name if isinstance(exc, RemoteFailure) else type(exc).__name__
+    """The class name a failure is recorded under (a provider process's failure: the original class's; a reply past
+    its cap, however litellm wrapped it: ``ReplyTooLargeError``)."""
+    if isinstance(exc, RemoteFailure):
+        return exc.type_name
+    return ReplyTooLargeError.__name__ if is_reply_too_large(exc) else type(exc).__name__
 
 
 _RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529}
@@ -124,8 +128,8 @@ def is_retryable(exc: BaseException) -> bool:
     errors (``is_config_error``: credentials, URLs, which litellm reports as a 500) are final."""
     if isinstance(exc, RemoteFailure):
         return exc.retryable
-    if isinstance(exc, _FINAL_TYPES) or is_config_error(exc):
-        return False
+    if isinstance(exc, _FINAL_TYPES) or is_config_error(exc) or is_reply_too_large(exc):
+        return False  # a reply past its cap would come back as large: asking again pays for it again
     if isinstance(exc, _RETRYABLE_TYPES):
         return True
     status = getattr(exc, "status_code", None)
