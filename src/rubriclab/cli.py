@@ -192,6 +192,7 @@ def cmd_ui(args: argparse.Namespace) -> int:
     from rubriclab import ui
 
     params, project = _load(args)
+    ui.check_port(args.host, args.port)  # a busy port: one line naming its process, exit 2 (not a second server)
     cmd = ui.ui_command(project, params.tracking.experiment, host=args.host, port=args.port, workers=args.workers)
     if cmd["experiment_id"] is None:
         print("rubriclab ui: no stage has logged a run yet; the UI opens empty (run `dvc repro` first)",
@@ -580,7 +581,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except RubricLabError as exc:
-        print(f"rubriclab {args.verb}: error: {exc}", file=sys.stderr)
+        from rubriclab.secrets import redact_text
+
+        print(redact_text(f"rubriclab {args.verb}: error: {exc}"), file=sys.stderr)
         return 2
 
 

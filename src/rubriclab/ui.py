@@ -12,7 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rubriclab.errors import RubricLabError
 from rubriclab.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, reap_orphaned_runs, tracking_uri
+
+
+class PortInUseError(RubricLabError):
+    """The UI's port is taken by another process (named in the message)."""
 
 OFFLINE_ENV = {
     # mlflow's server imports litellm, which otherwise fetches its price map from the network (~10 s here)
@@ -25,6 +30,42 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def port_holder(host: str, port: int) -> str | None:
+    """Who listens on ``host:port`` (``pid 1234 (python -m mlflow ui …)``), ``"another process"`` when the port is
+    taken by one this user cannot see, or None when the port is free."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        try:
+            s.bind((host, port))  # no SO_REUSEADDR: a listener on the port, or one in TIME_WAIT, makes this fail
+            return None
+        except OSError:
+            pass
+    import psutil
+
+    try:
+        listening = [c for c in psutil.net_connections(kind="inet")
+                     if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port]
+    except (psutil.AccessDenied, OSError):
+        listening = []
+    for conn in listening:
+        if conn.pid is None:
+            continue
+        try:
+            cmd = " ".join(" ".join(psutil.Process(conn.pid).cmdline()).split())  # one line
+        except psutil.Error:
+            cmd = "?"
+        return f"pid {conn.pid} ({cmd[:120]})"
+    return "another process"
+
+
+def check_port(host: str, port: int) -> None:
+    """Raise PortInUseError when ``host:port`` is taken: a second server there would log "address already in use"
+    and leave the first one answering the URL this one prints."""
+    holder = port_holder(host, port)
+    if holder is not None:
+        kill = f" (kill {holder.split()[1]})" if holder.startswith("pid ") else ""
+        raise PortInUseError(f"port {port} on {host} is in use by {holder}; stop it{kill} or pass --port N")
 
 
 def prepare_experiment(uri: str, experiment: str) -> str | None:
@@ -81,13 +122,15 @@ def serve(argv: list[str], env: dict[str, str] | None = None, *, grace: float = 
     """Run the ``mlflow ui`` command line ``argv`` until it exits or this process is told to stop.
 
     The server runs in its own process group (``mlflow ui`` starts a uvicorn child of its own, which a signal to
-    ``mlflow ui`` alone would leave serving on the port). SIGINT, SIGTERM and SIGHUP to this process are passed
+    ``mlflow ui`` alone would leave serving on the port), under a guard (``rubriclab._ui_guard``) that takes the
+    group down when this process is gone, SIGKILL included. SIGINT, SIGTERM and SIGHUP to this process are passed
     on to that whole group (SIGHUP as SIGTERM); then this waits for the server, kills the group if it is still
     there after ``grace`` seconds, and returns: 0 after Ctrl-C, 128 + the signal's number after SIGTERM or
     SIGHUP, else the server's exit code. The group gets a last SIGTERM on the way out (workers the server left
     behind)."""
     received: list[int] = []
-    proc = subprocess.Popen(argv, env=env, start_new_session=True)
+    guarded = [sys.executable, "-m", "rubriclab._ui_guard", str(os.getpid()), "--", *argv]
+    proc = subprocess.Popen(guarded, env=env, start_new_session=True)
 
     def forward(signum: int, _frame: object) -> None:
         received.append(signum)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rubriclab.data._clean import DEFAULT_MAX_CHARS, DROP_REASONS, clean_pairs, drop_oversized
+from rubriclab.data._clean import DEFAULT_MAX_CHARS, DROP_REASONS, clean_pairs, drop_oversized, max_chars_of
 from rubriclab.data._io import read_pairs, read_rows, write_pairs, write_splits
 from rubriclab.data._loaders import DEMO_DOMAINS, LOADERS, LoadResult, load_source, load_source_detailed
 from rubriclab.data._parsers import ARENA_CATEGORY_FLAGS, FORMATS, parse_rows, render_messages
@@ -22,6 +22,7 @@ __all__ = [
     "DEFAULT_MAX_CHARS",
     "DROP_REASONS",
     "drop_oversized",
+    "max_chars_of",
     "FORMATS",
     "LOADERS",
     "PREMISE_SPLITS",

@@ -37,9 +37,12 @@ judge template: a value cannot close (or open) a slot of the template it is past
   punctuation gets it after its first word).
 
 Look-alikes count: a delimiter is also found in the value's *folded* view — each character NFKC-normalised
-(fullwidth ``＜／response_b＞`` reads ``</response_b>``) and invisible ones (zero-width spaces and joiners,
-soft hyphens, bidi controls, variation selectors: Unicode format characters) dropped, so ``</respon\u200bse_b>``
-reads ``</response_b>`` too. Such a look-alike is replaced by its folded form, escaped as above
+(fullwidth ``＜／response_b＞`` reads ``</response_b>``), then mapped to its prototype in Unicode's confusables
+(UTS #39 skeleton, from the ``confusable_homoglyphs`` data) when that is ASCII (a Cyrillic ``е`` reads ``e``,
+``‹`` reads ``<``, the modifier apostrophe ``ʼ`` and the prime ``′`` read ``'``), and invisible ones
+(zero-width spaces and joiners, soft hyphens, bidi controls, variation selectors: Unicode format characters)
+dropped, so ``</respon\u200bse_b>`` and ``‹/rеsponse_b>`` read ``</response_b>`` too. ASCII characters are
+never mapped (``0`` and ``O`` stay apart), so an ASCII value is checked as it is. Such a look-alike is replaced by its folded form, escaped as above
 (``＜/response_b＞`` → ``&lt;/response_b&gt;``); the value is not normalised anywhere else.
 
 Nothing else in a value changes: a value that holds none of its template's delimiters (nor a look-alike of
@@ -278,9 +281,20 @@ def _invisible(ch: str) -> bool:
             or "\ufe00" <= ch <= "\ufe0f" or "\U000e0100" <= ch <= "\U000e01ef")
 
 
+@functools.lru_cache(maxsize=8192)
+def _prototype(ch: str) -> str:
+    """A non-ASCII character's prototype in Unicode's confusables (confusables.txt, UTS #39) when that is ASCII
+    text (Cyrillic ``а`` → ``a``, ``‹`` → ``<``, ``ʼ`` → ``'``), else the character itself."""
+    from confusable_homoglyphs import confusables
+
+    found = confusables.is_confusable(ch, greedy=True, preferred_aliases=[])
+    targets = {h["c"] for h in found[0]["homoglyphs"] if h["c"].isascii()} if found else set()
+    return targets.pop() if len(targets) == 1 else ch  # one prototype per character in the data
+
+
 def _fold(value: str) -> tuple[str, list[int]]:
-    """``value`` with each character NFKC-normalised and invisible ones dropped, and for each folded character
-    the index of the character of ``value`` it came from."""
+    """``value`` with each character NFKC-normalised and mapped to its ASCII prototype (``_prototype``), invisible
+    ones dropped, and for each folded character the index of the character of ``value`` it came from."""
     out: list[str] = []
     origin: list[int] = []
     for i, ch in enumerate(value):
@@ -288,7 +302,7 @@ def _fold(value: str) -> tuple[str, list[int]]:
             out.append(ch)
             origin.append(i)
         elif not _invisible(ch):
-            folded = unicodedata.normalize("NFKC", ch)
+            folded = "".join(c if c.isascii() else _prototype(c) for c in unicodedata.normalize("NFKC", ch))
             out.append(folded)
             origin.extend([i] * len(folded))
     return "".join(out), origin

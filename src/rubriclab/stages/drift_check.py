@@ -15,7 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab._params_schema import Data, Gate, Params, as_section
-from rubriclab.data import FORMATS, Pair, load_source_detailed, read_pairs, read_rows, stable_hash
+from rubriclab.data import (
+    FORMATS,
+    Pair,
+    drop_oversized,
+    load_source_detailed,
+    max_chars_of,
+    read_pairs,
+    read_rows,
+    stable_hash,
+)
 from rubriclab.drift import DriftCheck, drift_check, prompt_clusters, write_gate_report
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.judging import PairwiseRubric, load_pairwise_rubric
@@ -69,23 +78,25 @@ def detect_layout(path: Path) -> str:
 
 
 def load_file(path: Path, *, fmt: str | None = None, domain_field: str | None = None,
-              seed: int = 0) -> tuple[list[Pair], Counter]:
+              seed: int = 0, max_chars: dict[str, int] | None = None) -> tuple[list[Pair], Counter]:
     """Pairs from one local file, in any layout the data package reads. ``fmt``: ``pairs`` (canonical
     records, e.g. a data-stage split parquet), ``columns`` (prompt/chosen/rejected, optional id/domain) or a
     dataset parser name (``hh_rlhf``, ``ultrafeedback``, ``helpsteer3``, ``arena``, ``pku_saferlhf``, ``rmb``);
-    default: detected from the file's columns."""
+    default: detected from the file's columns. Pairs past ``max_chars`` (``data.max_chars``) are dropped and
+    counted, whatever the layout, as the data stage drops them."""
     known = ("pairs", "columns", *FORMATS)
     if fmt is not None and fmt not in known:
         raise ConfigError(f"--format {fmt!r}: unknown; expected one of: {', '.join(known)}")
     fmt = fmt or detect_layout(path)
     if fmt == "pairs":
-        return read_pairs(path), Counter()
+        drops: Counter = Counter()
+        return drop_oversized(read_pairs(path), drops, max_chars_of(max_chars)), drops
     spec: dict[str, Any] = {"loader": "local", "path": str(path.resolve())}
     if fmt != "columns":
         spec["dataset"] = fmt
     elif domain_field and domain_field != "domain":
         spec["meta_columns"] = [domain_field]  # relabelled from meta by load_gate_data
-    result = load_source_detailed(spec, path.parent, name=path.stem, seed=seed)
+    result = load_source_detailed(spec, path.parent, name=path.stem, seed=seed, max_chars=max_chars)
     return result.pairs, result.drops
 
 
@@ -98,16 +109,17 @@ def load_gate_data(specs: list[str], data: Data | dict, project: Path, *, fmt: s
         raise ConfigError("drift check: --data is required (a pair file or a data.sources name)")
     data = as_section("data", data)
     sources, seed = data.sources, data.seed
+    max_chars = data.max_chars.model_dump()  # the data stage's size limits hold here too
     pairs: list[Pair] = []
     notes = []
     for spec in specs:
         path = next((p for p in (Path(spec), project / spec) if p.is_file()), None)
         if path is not None:
-            got, drops = load_file(path, fmt=fmt, domain_field=domain_field, seed=seed)
+            got, drops = load_file(path, fmt=fmt, domain_field=domain_field, seed=seed, max_chars=max_chars)
             where = str(path)
         elif spec in sources:
             # the loader gets the source's keys as given: unset common keys (domain, limit) stay absent
-            got, drops = _load_source(sources[spec].model_dump(exclude_unset=True), spec, project, seed)
+            got, drops = _load_source(sources[spec].model_dump(exclude_unset=True), spec, project, seed, max_chars)
             where = f"data.sources.{spec}"
         else:
             raise InputError("is neither a file nor a data.sources entry", file=spec, field="--data",
@@ -131,8 +143,9 @@ def load_gate_data(specs: list[str], data: Data | dict, project: Path, *, fmt: s
     return pairs, notes
 
 
-def _load_source(spec: Any, name: str, project: Path, seed: int) -> tuple[list[Pair], Counter]:
-    res = load_source_detailed(spec, project, name=name, seed=seed)
+def _load_source(spec: Any, name: str, project: Path, seed: int,
+                 max_chars: dict[str, int] | None = None) -> tuple[list[Pair], Counter]:
+    res = load_source_detailed(spec, project, name=name, seed=seed, max_chars=max_chars)
     return res.pairs, res.drops
 
 
