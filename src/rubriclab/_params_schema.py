@@ -165,7 +165,17 @@ def _prompt_id(value: Any) -> Any:
     return value
 
 
+def _url_setting(value: Any) -> Any:
+    if not isinstance(value, str) or not value.strip() or url_credential(value):
+        raise ValueError
+    return value
+
+
 ModelString = _custom(_model_string, "a model string or a non-empty list of model strings")
+# every URL-valued setting: dvc.lock copies it into git, so a password or key in its user:password@ or its query is
+# refused (rubriclab.secrets.url_credential); it belongs in the environment (PGPASSWORD, ~/.pgpass, os.environ/NAME)
+Url = _custom(_url_setting, "a URL or path without a credential in it (a password or key in user:password@ or in "
+                            "the query belongs in the environment: PGPASSWORD, ~/.pgpass, or os.environ/NAME)")
 Delta = _custom(_delta, "a number >= 0 or inf")
 PromptId = _custom(_prompt_id, "a string, an integer or null")
 
@@ -174,17 +184,7 @@ class Section(BaseModel):
     """A params mapping: unknown keys are errors, nothing is coerced; every field holds its one default."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
-def _url_setting(value: Any) -> Any:
-    if not isinstance(value, str) or not value.strip() or url_credential(value):
-        raise ValueError
-    return value
 
-
-
-# every URL-valued setting: dvc.lock copies it into git, so a password or key in its user:password@ or its query is
-# refused (rubriclab.secrets.url_credential); it belongs in the environment (PGPASSWORD, ~/.pgpass, os.environ/NAME)
-Url = _custom(_url_setting, "a URL or path without a credential in it (a password or key in user:password@ or in "
-                            "the query belongs in the environment: PGPASSWORD, ~/.pgpass, or os.environ/NAME)")
 
 def knob(default: Any = None, doc: str = "", paper: str | None = None) -> Any:
     """A field with its one default (mutable defaults copied per instance), its doc and the paper's value."""
@@ -905,6 +905,8 @@ def _shown(loc: tuple[Any, ...], value: Any) -> str:
     """The offending value as an error may show it: never a credential."""
     if is_secret_key(_dotted(loc)) or looks_like_secret_value(value):
         return "a value that looks like a credential (not shown)"
+    if isinstance(value, str) and url_credential(value):
+        return f"a URL with {url_credential(value)} (not shown)"
     return redact_urls(_short_repr(scrub(value)))
 
 
@@ -928,8 +930,6 @@ def _override_note(loc: tuple[Any, ...], overrides: list[str]) -> str:
     if is_secret_key(key.strip()) or looks_like_secret_value(value.strip()):
         override = f"{key}=…"
     return f" (from --set {redact_urls(override)})"
-    if isinstance(value, str) and url_credential(value):
-        return f"a URL with {url_credential(value)} (not shown)"
 
 
 def _one_line(exc: ValidationError, source: str, overrides: list[str] | None) -> str:
