@@ -302,8 +302,9 @@ def test_win_rate_table_has_comparisons_as_rows_and_domain_at_regime_columns():
     assert table["comparison"].tolist() == ["biased vs seed", "seed vs original", "biased vs original"]
     cell = table.set_index("comparison")
     text = cell.loc["biased vs seed", "bench@B"]
-    assert text.startswith("62.5% [") and text.endswith("(n=4; 1 tie; 1 failed)")
-    assert cell.loc["seed vs original", "target@T"].endswith("(n=4; 2 ties)")
+    # ties are common (1 of 4, 2 of 4 > 5%): the win rate with ties at 0 beside the card's (ties at 0.5)
+    assert text.startswith("62.5% [") and text.endswith("(n=4; 1 tie at 0.5, 50.0% with ties at 0; 1 failed)")
+    assert cell.loc["seed vs original", "target@T"].endswith("(n=4; 2 ties at 0.5, 50.0% with ties at 0)")
     empty = cell.loc["biased vs original", "target@T"]
     assert empty == "— (no prompt with both responses judged; 2 failed)"
     low, high = (float(x) for x in re.search(r"\[(\d+), (\d+)\]", text).groups())
@@ -342,7 +343,7 @@ def test_a_point_bootstrap_distribution_is_not_shown_as_an_interval():
     tie = (0.5, "identical")
     rates = win_rates(_outcomes([("biased@bench", "seed@bench", "bench", "bench", [tie, tie, tie])]), n_boot=100)
     cell = win_rate_table(rates).iloc[0]["bench@B"]
-    assert cell == "50.0% (n=3; the same outcome on every prompt: no interval; 3 ties)"
+    assert cell == ("50.0% (n=3; the same outcome on every prompt: no interval; 3 ties at 0.5, 0.0% with ties at 0)")
 
 
 def test_comparisons_for_pairs_biased_seed_and_original_per_regime():

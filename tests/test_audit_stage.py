@@ -258,17 +258,22 @@ def test_best_marks_follow_the_paired_comparisons():
 
 
 def test_mde_is_stated_at_the_level_of_the_family():
+    """The MDE of the test that is run: the paired t-test's (n items, its SE) at the family's Bonferroni level."""
     from rubriclab.audit import adjust_family
-    from rubriclab.stats import mde_paired
+    from rubriclab.stats import mde_paired_t
 
-    rows = adjust_family([{"a": "x", "b": f"y{i}", "diff": 0.01, "p_value": 0.5, "se": 0.1, "low": -0.2, "high": 0.2}
-                          for i in range(3)])
+    def row(i: int) -> dict:
+        return {"a": "x", "b": f"y{i}", "diff": 0.01, "p_value": 0.5, "se": 0.1, "n_test": 40, "low": -0.2,
+                "high": 0.2}
+
+    rows = adjust_family([row(i) for i in range(3)])
     for r in rows:
-        assert r["mde"] == pytest.approx(mde_paired(0.1, alpha=0.05 / 3))
-        assert r["mde"] > mde_paired(0.1, alpha=0.05)  # the unadjusted MDE would claim more power than the test has
-        assert r["label"] == f"no detectable difference (MDE={r['mde']:.3g} at α=0.05/3, power 0.8)"
-    single = adjust_family([{"a": "x", "b": "y", "diff": 0.01, "p_value": 0.5, "se": 0.1, "low": -0.2, "high": 0.2}])
-    assert single[0]["mde"] == pytest.approx(mde_paired(0.1, alpha=0.05))
+        assert r["mde"] == pytest.approx(mde_paired_t(0.1, 40, alpha=0.05 / 3))
+        assert r["mde"] > mde_paired_t(0.1, 40, alpha=0.05)  # the unadjusted MDE would claim more power than the test has
+        assert r["label"] == f"no detectable difference (MDE={r['mde']:.3g}: paired t-test at α=0.05/3, power 0.8)"
+        assert r["test"].startswith("paired t-test")
+    single = adjust_family([row(0)])
+    assert single[0]["mde"] == pytest.approx(mde_paired_t(0.1, 40, alpha=0.05))
 
 
 def test_paired_item_comparisons_detect_a_planted_difference():

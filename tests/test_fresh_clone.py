@@ -46,3 +46,10 @@ def test_a_fresh_clone_reproduces_the_committed_lock_and_metrics_of_a_model_stag
     assert f"Running stage '{STAGE}'" in proc.stdout  # it ran, it was not taken from a cache
     changed = _git_out("status", "--porcelain", "--untracked-files=no", cwd=clone)
     assert changed == "", f"a fresh {STAGE} differs from the commit:\n{changed}\n" + _git_out("diff", cwd=clone)[-4000:]
+    # the default run leaves transfer.csv empty (no transfer judge): its summary says why, as for every empty table
+    from tests.test_empty_outputs import unexplained_empty
+
+    out = clone / "outputs/drift/demo"
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "`transfer.csv` — empty: no transfer judge" in summary
+    assert unexplained_empty(out, summary) == []

@@ -131,8 +131,12 @@ def test_card_metrics_of_the_synthetic_folder(tmp_path):
     stats = llmbar_statistics([j for j in rs.judgments if (j.judge, j.condition) == ("J1", "Vanilla")], rs.pairs)
     assert stats["equal"] == "3 / 6 = 50.0%"  # the publisher counts the pair with two missing winners as equal
     rating = res.cell("J1", "Rating")["metrics"]
-    # scores 8>3 (label 2: wrong), 5=5 tie (wrong, credit 0), n/a none, 2<7 (label 2: right), 6=6 tie, 9>1 right
-    assert rating["accuracy"]["value"] == pytest.approx(2 / 6)
+    # scores 8>3 (label 2: wrong), 5=5 tie (credit 0.5, the project's rule), n/a none, 2<7 (label 2: right), 6=6 tie,
+    # 9>1 right: (2 + 2 × 0.5) / 6; ties are 2 of 6 judgments (> 5%): the card gives the accuracy with ties at 0
+    assert rating["accuracy"]["value"] == pytest.approx(3 / 6)
+    assert rating["accuracy"]["tie_credit"] == 0.5 and rating["accuracy"]["n_tie_credited"] == 4  # 2 pairs × 2 orders
+    assert rating["accuracy"]["at_other_tie_credit"] == {"tie_credit": 0.0, "value": pytest.approx(2 / 6)}
+    assert "at_other_tie_credit" not in m["accuracy"]  # Vanilla: no tie
     assert rating["positional_agreement"]["value"] is None and "pointwise rating" in rating["positional_agreement"][
         "reason"]
     assert rating["first_position_rate"]["value"] is None
@@ -182,7 +186,7 @@ def test_shipped_accuracy_is_the_publishers_correct_average():
     """Accuracy (mean over both orders, none wrong) is LLMBar's correct_average; for rating strategies once a
     tie earns half credit, which is what the publisher's position tie-break amounts to over the two orders."""
     rs = read_llmbar(SHIPPED, judges=["GPT-4", "ChatGPT"])
-    strict, half = analyze(rs, Settings(n_boot=10)), analyze(rs, Settings(n_boot=10, tie_credit=0.5))
+    strict, half = analyze(rs, Settings(n_boot=10, tie_credit=0.0)), analyze(rs, Settings(n_boot=10))
     for c_strict, c_half in zip(strict.cells, half.cells, strict=True):
         pub = json.loads((SHIPPED / "evaluators" / c_half["judge"] / c_half["condition"] / "statistics.json").read_text())
         want = float(pub["correct_average"].rstrip("%")) / 100
@@ -192,6 +196,10 @@ def test_shipped_accuracy_is_the_publishers_correct_average():
         else:  # rating strategies: ties are ties here, not a position
             assert c_strict["condition"].startswith("Rating")
             assert c_strict["metrics"]["accuracy"]["value"] < want
+            # the default card (ties at 0.5) shows the strict value beside it where ties are common
+            alt = c_half["metrics"]["accuracy"].get("at_other_tie_credit")
+            if alt is not None:
+                assert alt["value"] == pytest.approx(c_strict["metrics"]["accuracy"]["value"], abs=1e-12)
 
 
 def test_shipped_contrasts_rules_and_own_rubric_for_gpt4_and_chatgpt():

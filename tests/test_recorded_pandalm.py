@@ -93,7 +93,15 @@ def test_shipped_accuracy_and_f1_under_the_majority_rule(shipped):
         labels, preds = _independent(file, key)
         m = res.cell(judge, "published")["metrics"]
         assert round(float(np.mean(labels == preds)), 3) == acc
-        assert m["accuracy"]["value"] == pytest.approx(float(np.mean(labels == preds)), abs=1e-12)
+        # the project's rule: a tie verdict on a pair labelled 1 or 2 earns 0.5
+        half = np.mean(labels == preds) + 0.5 * np.mean((preds == 0) & (labels != 0))
+        assert m["accuracy"]["value"] == pytest.approx(float(half), abs=1e-12)
+        tie_share = np.mean((preds == 0) & (labels != 0))
+        alt = m["accuracy"].get("at_other_tie_credit")
+        if tie_share > 0.05:  # common ties: the strict (tie = 0) accuracy beside it
+            assert alt == {"tie_credit": 0.0, "value": pytest.approx(float(np.mean(labels == preds)), abs=1e-12)}
+        else:
+            assert alt is None
         f1 = f1_score(labels, preds, labels=[0, 1, 2], average="macro", zero_division=0)
         assert m["macro_f1"]["value"] == pytest.approx(f1, abs=1e-12)
         assert m["accuracy"]["n"] == len(labels)
@@ -108,6 +116,24 @@ def test_shipped_annotator_agreement_and_the_readme_claim(shipped):
         krippendorff.alpha(reliability_data=matrix, level_of_measurement="nominal"), abs=1e-10)
     assert a["pairs"] == 999 and a["fleiss_kappa"]["n"] == 999
     check = publisher_check(rs, res)
-    f1 = next(r for r in check["rows"] if r["metric"] == "macro_f1")
-    assert f1["ratio"] == pytest.approx(f1["pandalm-7b"] / f1["gpt-3.5-turbo"])
-    assert not f1["agrees"] and "not 93.75%" in check["summary"]
+    rows = {(r["metric"], r["convention"]): r for r in check["rows"]}
+    assert set(rows) == {(m, c) for m in ("macro_f1", "accuracy") for c in ("none wrong", "none = tie")}
+    for r in rows.values():
+        assert r["ratio"] == pytest.approx(r["pandalm-7b"] / r["gpt-3.5-turbo"])
+    # an independent count: gpt-3.5-turbo's 'garbage' replies wrong (-1) or mapped to tie (0)
+    for convention, none_as in (("none wrong", -1), ("none = tie", 0)):
+        for metric, score in (("accuracy", lambda y, p: float(np.mean(y == p))),
+                              ("macro_f1", lambda y, p: f1_score(y, p, labels=[0, 1, 2], average="macro",
+                                                                 zero_division=0))):
+            want = []
+            for file, key in (("pandalm-7b-testset-v1.json", "pandalm_result"),
+                              ("gpt-3.5-turbo-testset-v1.json", "gpt_result")):
+                y, p = _independent(file, key)
+                want.append(score(y, np.where(p == -1, none_as, p)))
+            assert rows[(metric, convention)]["ratio"] == pytest.approx(want[0] / want[1], abs=1e-12)
+    # no convention gives 93.75% of the F1; accuracy under "none = tie" is the cited "94%"
+    assert not rows[("macro_f1", "none wrong")]["agrees"] and not rows[("macro_f1", "none = tie")]["agrees"]
+    assert round(rows[("macro_f1", "none wrong")]["ratio"], 3) == 1.089
+    assert round(rows[("macro_f1", "none = tie")]["ratio"], 3) == 0.998
+    assert round(rows[("accuracy", "none = tie")]["ratio"], 3) == 0.939
+    assert "holds under neither convention" in check["summary"] and "108.9%" in check["summary"]

@@ -15,10 +15,10 @@ from scipy import stats
 
 from rubriclab.recorded import Judgment, RecordedPair, RecordedSet, Settings, analyze, judgments_frame
 from rubriclab.recorded._agreement import kappa_from_confusion, macro_prf_from_confusion
-from rubriclab.recorded._analysis import _longer, _with_list
+from rubriclab.recorded._biases import favoured_sides
 from rubriclab.recorded._boot import additive_bootstrap, mean_bootstrap, paired_differences
 from rubriclab.recorded._rows import first_codes
-from rubriclab.stats import bh_adjust, item_bootstrap, majority_vote, mde_paired, paired_bootstrap
+from rubriclab.stats import bh_adjust, item_bootstrap, majority_vote, mde_paired_t, paired_bootstrap
 
 N_BOOT = 199
 
@@ -133,6 +133,15 @@ def _per_pair(sub: pd.DataFrame, metric: str) -> pd.Series:
     return ((wide["original"] == wide["swapped"]) & (wide["original"] != "none")).astype(float)
 
 
+def _t_ref(a: np.ndarray, b: np.ndarray) -> tuple[float, float]:
+    """scipy's paired t-test p-value and its SE (sd of the differences, ddof 1, / √n); constant differences:
+    p 1 (all 0) or 0, SE 0."""
+    d = a - b
+    if np.ptp(d) == 0:
+        return (1.0 if d[0] == 0 else 0.0), 0.0
+    return float(stats.ttest_rel(a, b).pvalue), float(np.std(d, ddof=1) / np.sqrt(len(d)))
+
+
 def _comparisons_ref(df: pd.DataFrame, s: Settings) -> dict[tuple, dict]:
     out = {}
     for metric in ("accuracy", "positional_agreement"):
@@ -143,16 +152,17 @@ def _comparisons_ref(df: pd.DataFrame, s: Settings) -> dict[tuple, dict]:
                 family = []
                 for a, b in combinations(sorted(values), 2):
                     common = values[a].index.intersection(values[b].index)
-                    res = paired_bootstrap(values[a].loc[common].to_numpy(), values[b].loc[common].to_numpy(),
-                                           n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence) \
+                    xa, xb = values[a].loc[common].to_numpy(), values[b].loc[common].to_numpy()
+                    res = paired_bootstrap(xa, xb, n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence) \
                         if len(common) >= 2 else None
-                    family.append(((f"{key}:{name}", metric, a, b), len(common), res))
-                p = np.array([np.nan if r is None else r["p_value"] for _, _, r in family])
+                    test = _t_ref(xa, xb) if len(common) >= 2 else None
+                    family.append(((f"{key}:{name}", metric, a, b), len(common), res, test))
+                p = np.array([np.nan if t is None else t[0] for *_, t in family])
                 q = bh_adjust(p)
                 m = int(np.isfinite(p).sum())
-                for (k, n, res), qv in zip(family, q, strict=True):
-                    out[k] = {"n_pairs": n, "res": res, "q": None if np.isnan(qv) else float(qv),
-                              "mde": None if res is None else mde_paired(res["se"], alpha=s.alpha / m, power=s.power)}
+                for (k, n, res, test), qv in zip(family, q, strict=True):
+                    out[k] = {"n_pairs": n, "res": res, "q": None if np.isnan(qv) else float(qv), "test": test,
+                              "mde": None if res is None else mde_paired_t(test[1], n, s.alpha / m, s.power)}
     return out
 
 
@@ -167,11 +177,19 @@ def _majority_ref(df: pd.DataFrame, s: Settings) -> dict[str, tuple]:
             credits.append((pid, 1.0 if mv == label else (s.tie_credit if mv == "tie" else 0.0)))
         per_pair = pd.DataFrame(credits, columns=["pair_id", "credit"]).groupby("pair_id")["credit"].mean()
         singles = {j: gj.groupby("pair_id")["credit"].mean() for j, gj in g.groupby("judge")}
-        best = max(sorted(singles), key=lambda j: singles[j].mean())
-        common = per_pair.index.intersection(singles[best].index)
-        cmp = paired_bootstrap(per_pair.loc[common].to_numpy(), singles[best].loc[common].to_numpy(),
+        # the best judge is picked on a seeded half of the labelled pairs and compared on the other half
+        ids = np.array(sorted(df["pair_id"].unique()))  # the analysis' pair codes: sorted ids
+        codes = np.array([int(np.searchsorted(ids, p)) for p in per_pair.index])
+        order = np.random.default_rng(s.seed).permutation(np.sort(codes))
+        chosen = set(ids[order[: len(order) // 2]])
+        sel = {j: v[v.index.isin(chosen)] for j, v in singles.items()}
+        best = max(sorted(singles), key=lambda j: sel[j].mean() if len(sel[j]) else -1.0)
+        held = per_pair[~per_pair.index.isin(chosen)]
+        common = held.index.intersection(singles[best].index)
+        cmp = paired_bootstrap(held.loc[common].to_numpy(), singles[best].loc[common].to_numpy(),
                                n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence)
-        out[cond] = (_mean_ref(per_pair, pd.Series(per_pair.index), s), best, float(singles[best].mean()), cmp)
+        out[cond] = (_mean_ref(per_pair, pd.Series(per_pair.index), s), best,
+                     float(singles[best].loc[common].mean()), cmp)
     return out
 
 
@@ -195,12 +213,16 @@ def test_analysis_equals_the_straightforward_reference(seed: int, tie_credit: fl
     for row in res.comparisons:
         want = ref[(row["family"], row["metric"], row["a"], row["b"])]
         assert row["n_pairs"] == want["n_pairs"]
-        assert row["p_adjusted"] == want["q"] and row["mde"] == want["mde"]
+        assert row["p_adjusted"] == (None if want["q"] is None else pytest.approx(want["q"], rel=1e-9))
+        assert row["mde"] == (None if want["mde"] is None else pytest.approx(want["mde"], rel=1e-9))
         if want["res"] is None:
             assert row["diff"] is None
             continue
-        for key in ("diff", "low", "high", "se", "p_value", "mean_a", "mean_b"):
+        for key in ("diff", "low", "high", "mean_a", "mean_b"):
             assert row[key] == want["res"][key], key
+        assert row["boot_se"] == want["res"]["se"]
+        assert row["p_value"] == pytest.approx(want["test"][0], rel=1e-9, abs=1e-300)
+        assert row["se"] == pytest.approx(want["test"][1], rel=1e-12)
 
     majority = _majority_ref(df, s)
     assert [r["condition"] for r in res.majority] == sorted(majority)
@@ -211,8 +233,7 @@ def test_analysis_equals_the_straightforward_reference(seed: int, tie_credit: fl
         assert (row["diff_vs_best"], row["diff_low"], row["diff_high"], row["p_value"]) == (
             cmp["diff"], cmp["low"], cmp["high"], cmp["p_value"])
 
-    sides = {"prefers_longer": {p: _longer(x) for p, x in rs.pairs.items()},
-             "prefers_list": {p: _with_list(x) for p, x in rs.pairs.items()}}
+    sides = favoured_sides(rs, s.length_delta, s.min_list_items)
     decided = df[df["choice"].isin(["1", "2"])]
     for row in res.biases[:-1]:  # the last row is the labels' own (unchanged code)
         g = decided[(decided["judge"] == row["judge"]) & (decided["condition"] == row["condition"])]

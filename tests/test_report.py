@@ -345,7 +345,8 @@ def test_recorded_publisher_checks_and_plot(recorded_report):
     tally = bar.split("Publisher check")[1].split("</table>")[0]
     assert "<td>30</td>\n<td>30</td>\n<td>6</td>" in tally
     assert "PandaLM's README says PandaLM-7B reaches 93.75% of GPT-3.5's F1" in panda
-    assert "Rule: label = the majority of the three annotators" in panda and "no verdict counts wrong" in panda
+    assert "Labels: label = the majority of the three annotators" in panda
+    assert "<td>none wrong</td>" in panda and "<td>none = tie</td>" in panda  # both conventions for no verdict
     f1 = next(r for r in pres.to_dict()["cells"] if r["judge"] == "pandalm-7b")["metrics"]["macro_f1"]["value"]
     assert f"{f1:.4f}" in panda and "<strong>no</strong>" in panda
     assert "Agreement among the annotators" in panda

@@ -25,8 +25,9 @@ def test_an_empty_params_file_gets_every_default_and_the_defaults_satisfy_their_
     assert p.given() == {}
     assert p.model_dump() == Params().model_dump()
     assert (p.data.seed, p.audit.runs, p.audit.n_boot_paired, p.drift.val_budget, p.drift.gate.epsilon,
-            p.align.dpo.learning_rate, p.probe.n_boot, p.recorded.n_boot, p.tracking.experiment) == (
+            p.align.dpo.lr, p.probe.n_boot, p.recorded.n_boot, p.tracking.experiment) == (
         42, 5, 5000, 30, 0.05, 1e-4, 10000, 2000, "rubriclab")
+    assert p.align.dpo.learning_rate is None  # null: the paper's rate for the mode
     Params.model_validate(Params().model_dump(exclude_none=True))  # every default passes its own range
 
 

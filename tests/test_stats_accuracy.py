@@ -14,11 +14,11 @@ HUMAN = ["A", "A", "A", "B", "A"]  # letter of the human-preferred response in t
 
 
 def test_accuracy_counts_failures_and_ties():
-    out = accuracy(["A", None, "B", "A", "tie"], ["A", "A", "A", "B", "A"])
+    out = accuracy(["A", None, "B", "A", "tie"], ["A", "A", "A", "B", "A"], tie_credit=0.0)
     assert (out["n"], out["n_failed"], out["n_total"], out["n_correct"], out["n_ties"]) == (4, 1, 5, 1, 1)
     assert out["accuracy"] == pytest.approx(0.25) and out["failure_rate"] == pytest.approx(0.2)
     assert np.isnan(out["per_item"][1]) and out["per_item"][0] == 1.0
-    half = accuracy(["A", None, "B", "A", "tie"], ["A", "A", "A", "B", "A"], tie_credit=0.5)
+    half = accuracy(["A", None, "B", "A", "tie"], ["A", "A", "A", "B", "A"])  # the project's rule: ties at 0.5
     assert half["accuracy"] == pytest.approx(1.5 / 4)
     none = accuracy([None, np.nan], ["A", "B"])
     assert np.isnan(none["accuracy"]) and none["n_failed"] == 2 and none["reason"]

@@ -52,12 +52,21 @@ ALIGN_REGIMES = ("bench", "target", "bench_target")
 DPO_MODES = ("lora", "full")
 DPO_LOSS_TYPES = ("sigmoid", "ipo", "hinge", "robust")
 DPO_DEVICES = ("auto", "cpu", "cuda")
+DPO_LEARNING_RATES = {"lora": 1e-4, "full": 1e-6}  # seed 003 Table 5: LoRA r16 (~8B) 1e-4, full fine-tune (~2B) 1e-6
 PROBE_MODELS = ("majority", "nb", "lr", "embed")
 ITEM_FORMATS = ("auto", "healthbench", "researchrubrics")
 PROBE_BALANCE = ("none", "subsample")
 PROBE_PROJECTIONS = ("auto", "umap", "pca")  # rubriclab.probe.projection's method
 RECORDED_FORMATS = ("llmbar", "pandalm", "table", "mlflow", "store")
 NONE_POLICIES = ("half", "exclude")  # recorded.calibrate.none (rubriclab.calibrate)
+# The one rule for a tie verdict against a strict preference, in every rate of the project (the audit's accuracy, the
+# drift search and gate, align's agreement and win rates, the recorded card): half credit, the expected credit of
+# breaking the tie with a fair coin. Seed 003 counts ties 0.5 (stealth check, third-party judge), AlpacaEval's win
+# rate counts a draw half a win, and LLMBar's statistics give a Rating strategy's equal scores half credit over the
+# two orders. Every card shows the rate under the other rule (0: a tie never agrees) beside it where ties are
+# more than TIES_COMMON of the verdicts; a publisher's own rule is reproduced in its publisher check.
+TIE_CREDIT = 0.5
+TIES_COMMON = 0.05
 ORDER_CHOICES = ("both", "original", "swapped")
 INF_WORDS = ("inf", ".inf", "infinity", "+inf")  # repair.sweep.deltas spellings of ∞ (repair.parse_delta)
 
@@ -389,7 +398,7 @@ class Audit(Section):
     n_boot: PosInt = knob(2000, "item-bootstrap resamples for CIs", paper="2000")
     n_boot_paired: PosInt = knob(5000, "paired bootstrap between rubric sets", paper="5000")
     confidence: Prob = knob(0.95, "level of every interval in the card")
-    tie_credit: Share = knob(0.5, "accuracy credit of a tied verdict")
+    tie_credit: Share = knob(TIE_CREDIT, "accuracy credit of a tied verdict (TIE_CREDIT: the project's one rule)")
     alpha_orientation: _lit(ALPHA_ORIENTATIONS) = knob("as_presented", "alpha on scores as presented | chosen_oriented")
     baseline_reference: _lit(BASELINE_REFERENCES) = knob("other", "what the baseline verifier sees")
     paraphrase_check: ParaphraseCheck = knob(ParaphraseCheck, "a paraphrase is used only if it keeps its meaning")
@@ -496,7 +505,7 @@ class Gate(Section):
     power: Prob = knob(0.8, "power of the stated minimum detectable drop")
     confidence: Prob = knob(0.95, "")
     n_boot: PosInt = knob(2000, "")
-    tie_credit: Share = knob(0.0, "")
+    tie_credit: Share = knob(TIE_CREDIT, "agreement credit of a tied verdict")
     epsilon: Share = knob(0.05, "benchmark tolerance eps", paper="eps_train 0.05")
     samples: PosInt = knob(1, "")
     seed: Int | None = knob(None, "null: data.seed")
@@ -511,7 +520,7 @@ class Drift(Section):
     val_budget: PosInt = knob(30, "candidates each method validates", paper="30")
     refill: NonNegInt = knob(2, "invalid proposals replaced by <= refill x val_budget more")
     samples: PosInt = knob(1, "judge draws per verdict", paper="1")
-    tie_credit: Share = knob(0.5, "agreement credit of a tied verdict", paper="0.5")
+    tie_credit: Share = knob(TIE_CREDIT, "agreement credit of a tied verdict", paper="0.5")
     max_chars: PosInt = knob(600, "each response cut to this many characters in rewriting prompts")
     search: DriftSearch = knob(DriftSearch, "Alg. 1")
     cases: DriftCases = knob(DriftCases, "")
@@ -552,7 +561,8 @@ class Dpo(Section):
     loss_type: _lit(DPO_LOSS_TYPES) = knob("sigmoid", "", paper="sigmoid")
     epochs: PosNum = knob(1.0, "", paper="1")
     max_steps: PosInt | None = knob(None, "null: by epochs")
-    learning_rate: PosNum = knob(1e-4, "", paper="1e-4 LoRA, 1e-6 full")
+    learning_rate: PosNum | None = knob(None, "null: the paper's for the mode (DPO_LEARNING_RATES)",
+                                        paper="1e-4 LoRA, 1e-6 full")
     batch_size: PosInt = knob(4, "", paper="32")
     grad_accum: PosInt = knob(1, "")
     scheduler: Name = knob("cosine", "", paper="cosine")
@@ -562,6 +572,12 @@ class Dpo(Section):
     lora: Lora = knob(Lora, "")
     device: _lit(DPO_DEVICES) = knob("auto", "")
 
+    @property
+    def lr(self) -> float:
+        """The learning rate a training uses: ``learning_rate``, or the paper's for ``mode`` when it is null (full
+        fine-tuning at LoRA's 1e-4 would be 100× the paper's step)."""
+        return float(self.learning_rate) if self.learning_rate is not None else DPO_LEARNING_RATES[self.mode]
+
 
 class AlignEvaluate(Section):
     prompts: PosInt | None = knob(None, "null: all")
@@ -569,7 +585,7 @@ class AlignEvaluate(Section):
     temperature: NonNegNum = knob(0.7, "")
     top_p: TopP = knob(0.9, "")
     max_new_tokens: PosInt = knob(256, "")
-    tie_credit: Share = knob(0.5, "")
+    tie_credit: Share = knob(TIE_CREDIT, "win credit of a tie", paper="0.5")
     judge_samples: PosInt = knob(1, "")
 
 
@@ -611,6 +627,8 @@ class Probe(Section):
     class_weight: Literal["balanced"] | None = knob("balanced", "")
     balance: _lit(PROBE_BALANCE) = knob("none", "")
     test_size: Prob = knob(0.2, "")
+    split_tolerance: Share = knob(0.1, "largest miss of the held-out item share from test_size; a group split that "
+                                       "misses more is refused")
     cv_folds: NonNegInt = knob(5, "< 2: no cross-validation")
     n_boot: PosInt = knob(10000, "")
     confidence: Prob = knob(0.95, "")
@@ -660,6 +678,8 @@ class RecordedCalibrate(Section):
     lam: NonNegNum | None = knob(1.0, "ppi_py's lambda (1: plain PPI); null is dropped, so it runs 1 too")
     order: _lit(ORDER_CHOICES) = knob("both", "")
     none: _lit(NONE_POLICIES) = knob("half", "")
+    coverage_draws: NonNegInt = knob(200, "label draws that check each interval's coverage on a fully labelled set "
+                                          "(0: not checked, and no level is claimed)")
 
 
 class Recorded(Section):
@@ -669,7 +689,10 @@ class Recorded(Section):
     seed: NonNegInt = knob(0, "")
     alpha: Prob = knob(0.05, "")
     power: Prob = knob(0.8, "")
-    tie_credit: Share = knob(0.0, "")
+    tie_credit: Share = knob(TIE_CREDIT, "credit of a tie verdict when the label is not a tie")
+    length_delta: NonNegInt = knob(30, "prefers longer: pairs whose lengths differ by more than this many characters "
+                                       "(AlpacaEval's significant_delta_length)")
+    min_list_items: PosInt = knob(1, "prefers lists: list lines that make a list (AlpacaEval's contains_list: 1)")
     baseline: Name | None = knob(None, "")
     contrasts: dict[str, ConditionPair] | None = knob(None, "name: [a, b]; null: the importer's own; {}: none")
     contrast_judges: list[Name] | None = knob(None, "")

@@ -39,3 +39,16 @@ def format_ledger(rows: list[dict[str, Any]]) -> str:
     for k, _ in _LEDGER_COLS[2:]:
         total[k] = sum(r.get(k, 0) or 0 for r in rows)
     return format_table([*rows, total], _LEDGER_COLS)
+
+
+def files_line(files: list[tuple[str, str | None]], empty: dict[str, str] | None = None) -> str:
+    """The ``Files:`` line of a card or summary: each file (with what it holds), and for a file left empty on this
+    run, why (``empty``: name -> reason) — an empty table is never listed without its reason."""
+    empty = empty or {}
+    parts = []
+    for name, what in files:
+        text = f"`{name}`" + (f" ({what})" if what else "")
+        if name in empty:
+            text += f" — empty: {empty[name]}"
+        parts.append(text)
+    return "Files: " + "; ".join(parts) + "."

@@ -21,6 +21,7 @@ from rubriclab.align._labels import LABEL_COLUMNS, label_agreement, label_pairs,
 from rubriclab.align._policy import (
     chat_prompt,
     checkpoint_from_gguf,
+    inference_precision,
     load_policy,
     load_tokenizer,
     pick_device,
@@ -39,7 +40,7 @@ REGIMES = ALIGN_REGIMES
 __all__ = [
     "DPOSettings", "LABEL_COLUMNS", "REGIMES", "REGIME_LABELS", "TIE_CREDIT", "best_of_n", "chat_prompt",
     "checkpoint_from_gguf", "comparisons_for", "dpo_dataset", "generate_candidates", "judge_outcomes", "judge_scores",
-    "label_agreement", "label_pairs", "load_policy", "load_tokenizer", "pick_device", "policy_dtype",
+    "label_agreement", "label_pairs", "load_policy", "load_tokenizer", "pick_device", "policy_dtype", "inference_precision",
     "policy_source", "preference_margins", "preference_rows", "require_align", "reward_model_scores",
     "reward_outcomes", "sequence_logprobs", "train_dpo", "trained_folder", "win_rate_table", "win_rates",
 ]

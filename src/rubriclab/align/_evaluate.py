@@ -15,13 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rubriclab.align._policy import chat_prompt
+from rubriclab.align._policy import chat_prompt, inference_precision
 from rubriclab.data import Pair
 from rubriclab.judging import judge_pairs
 from rubriclab.llm import CallRequest, answer_format, load_prompt
-from rubriclab.stats import item_bootstrap
-
-TIE_CREDIT = 0.5  # the paper counts ties as half throughout
+from rubriclab.stats import TIE_CREDIT, at_tie_credit, item_bootstrap, other_tie_credit, ties_common
 
 
 def generate_candidates(model: Any, tokenizer: Any, prompts: Sequence[str], *, n: int, temperature: float,
@@ -42,7 +40,7 @@ def generate_candidates(model: Any, tokenizer: Any, prompts: Sequence[str], *, n
         chunk = list(prompts[start:start + batch_size])
         enc = tokenizer([chat_prompt(tokenizer, p) for p in chunk], return_tensors="pt", padding=True,
                         add_special_tokens=False).to(device)
-        with torch.no_grad():
+        with torch.no_grad(), inference_precision(device):
             out = model.generate(**enc, do_sample=temperature > 0, temperature=temperature or None,
                                  top_p=top_p if temperature > 0 else None, max_new_tokens=max_new_tokens,
                                  num_return_sequences=n, pad_token_id=tokenizer.pad_token_id)
@@ -205,7 +203,9 @@ def win_rates(outcomes: pd.DataFrame, *, n_boot: int = 1000, confidence: float =
         if len(values):
             boot = item_bootstrap(values, "mean", None, n_resamples=n_boot, confidence=confidence, seed=seed)
             row.update(estimate=float(boot["estimate"]), low=float(boot["low"]), high=float(boot["high"]),
-                       reason=boot.get("degenerate"))
+                       reason=boot.get("degenerate"), other_tie_credit=other_tie_credit(tie_credit),
+                       estimate_at_other_tie_credit=at_tie_credit(float(boot["estimate"]), row["n_tie"], len(values),
+                                                                  tie_credit, other_tie_credit(tie_credit)))
         else:
             row.update(estimate=np.nan, low=np.nan, high=np.nan, reason="no prompt with both responses judged")
         out.append(row)
@@ -226,7 +226,9 @@ def win_rate_table(rates: pd.DataFrame) -> pd.DataFrame:
                 text = f"{100 * r.estimate:.1f}% (n={r.n}; the same outcome on every prompt: no interval"
             else:
                 text = f"{100 * r.estimate:.1f}% [{100 * r.low:.0f}, {100 * r.high:.0f}] (n={r.n}"
-            text += (f"; {r.n_tie} tie" + ("s" if r.n_tie != 1 else "")) if r.n_tie else ""
+            text += (f"; {r.n_tie} tie" + ("s" if r.n_tie != 1 else "") + f" at {r.tie_credit:g}") if r.n_tie else ""
+            if ties_common(r.n_tie, r.n):  # common ties: the other rule's win rate beside it
+                text += f", {100 * r.estimate_at_other_tie_credit:.1f}% with ties at {r.other_tie_credit:g}"
             text += f"; {r.n_failed} failed" if r.n_failed else ""
             text += ")"
         else:

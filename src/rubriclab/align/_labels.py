@@ -15,10 +15,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rubriclab.align._evaluate import TIE_CREDIT
 from rubriclab.data import Pair
 from rubriclab.judging import PairwiseRubric, agreement, judge_pairs
-from rubriclab.stats import item_bootstrap
+from rubriclab.stats import TIE_CREDIT, item_bootstrap
 
 LABEL_COLUMNS = ["pair_id", "domain", "prompt", "chosen", "rejected", "rubric", "verdict", "status",
                  "agrees_with_human"]

@@ -22,6 +22,7 @@ import pandas as pd
 from rubriclab._params_schema import Data, Dpo, Params
 from rubriclab.align._policy import (
     chat_prompt,
+    inference_precision,
     libraries_own_deprecations,
     load_policy,
     load_tokenizer,
@@ -57,7 +58,7 @@ class DPOSettings:
     def to_dict(self) -> dict[str, Any]:
         """Flat, in the order settings.json and the MLflow params have always had."""
         d, lora = self.dpo.model_dump(exclude={"lora", "device"}), self.dpo.lora
-        return {**d, "lora_r": lora.r, "lora_alpha": lora.alpha, "lora_dropout": lora.dropout,
+        return {**d, "learning_rate": self.dpo.lr, "lora_r": lora.r, "lora_alpha": lora.alpha, "lora_dropout": lora.dropout,
                 "target_modules": list(lora.target_modules), "device": self.dpo.device, "seed": self.seed,
                 "extra": dict(self.extra)}
 
@@ -116,7 +117,7 @@ def dpo_config(settings: DPOSettings, device: str, steps: int, work: Path, progr
         output_dir=str(work), beta=d.beta, loss_type=[d.loss_type],
         num_train_epochs=float(d.epochs), max_steps=int(d.max_steps or -1),
         per_device_train_batch_size=d.batch_size, gradient_accumulation_steps=d.grad_accum,
-        learning_rate=d.learning_rate, lr_scheduler_type=d.scheduler,
+        learning_rate=d.lr, lr_scheduler_type=d.scheduler,
         warmup_steps=int(math.ceil(d.warmup_ratio * steps)),  # DPOConfig here takes steps, not a ratio
         max_length=d.max_length, max_grad_norm=d.max_grad_norm, logging_steps=1,
         report_to=[], save_strategy="no", seed=settings.seed, data_seed=settings.seed,
@@ -226,7 +227,7 @@ def sequence_logprobs(model: Any, tokenizer: Any, prompts: Sequence[str], respon
         input_ids = torch.tensor([x + [pad] * (width - len(x)) for x in ids], device=device)
         attn = torch.tensor([[1] * len(x) + [0] * (width - len(x)) for x in ids], device=device)
         target = torch.tensor([m + [0] * (width - len(m)) for m in masks], device=device)
-        with torch.no_grad():
+        with torch.no_grad(), inference_precision(device):
             logits = model(input_ids=input_ids, attention_mask=attn).logits.float()
         logp = torch.log_softmax(logits[:, :-1], dim=-1).gather(-1, input_ids[:, 1:, None]).squeeze(-1)
         memo.update(zip(keys, (logp * target[:, 1:]).sum(-1).cpu().numpy().tolist()))

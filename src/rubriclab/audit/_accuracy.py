@@ -37,10 +37,10 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import numpy as np
+import pandas as pd
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from rubriclab._params_schema import AUDIT_TEMPLATES
-from rubriclab.audit._compare import adjust_family
 from rubriclab.audit._context import AuditContext, from_bootstrap, metric
 from rubriclab.data import Pair, present, present_both_orders
 from rubriclab.errors import InputError
@@ -49,11 +49,16 @@ from rubriclab.llm import CallRequest, CallResult, RoleSpec, answer_format, json
 from rubriclab.llm._schema_bounds import bounded_integer
 from rubriclab.rubrics import RubricSet
 from rubriclab.stats import (
+    adjust_family,
+    at_tie_credit,
     item_bootstrap,
     majority_decided,
+    other_tie_credit,
     paired_bootstrap,
+    paired_test,
     position_consistency,
     samples_still_needed,
+    ties_common,
 )
 
 NO_RUBRIC = "no_rubric"
@@ -373,6 +378,10 @@ def _cell_metrics(cell: dict[tuple, Any], slots: dict, votes: dict, results: dic
                        excluded="held-out pairs where every sample failed (no verdict; counted in n_failed)")
     if not judged:
         acc["reason"] = f"no verdict: every sample of all {len(keys)} judgments failed"
+    elif ties_common(n_ties, len(judged)) and acc.get("value") is not None:  # every tie met a strict human label
+        other = other_tie_credit(tie_credit)
+        acc["at_other_tie_credit"] = {"tie_credit": other,
+                                      "value": at_tie_credit(acc["value"], n_ties, len(judged), tie_credit, other)}
     decided_rate = metric(len(dec) / len(judged) if judged else None, n=len(judged),
                           formula="#{A/B verdicts} / #{judged (verdict or tie)}",
                           reason=None if judged else "no judged item")
@@ -491,8 +500,12 @@ def _compare(cell_a: dict, cell_b: dict, a: str, b: str, template: str, slots: d
         return row
     boot = paired_bootstrap(xa, xb, ids, n_resamples=n_boot_paired, seed=ctx.seed, confidence=ctx.confidence)
     row.update(acc_a=boot["mean_a"], acc_b=boot["mean_b"], diff=boot["diff"], low=_num(boot["low"]),
-               high=_num(boot["high"]), se=_num(boot["se"]), p_value=float(boot["p_value"]),
-               discordant_rate=float(np.mean(xa != xb)), degenerate=boot["degenerate"])
+               high=_num(boot["high"]), boot_se=_num(boot["se"]), discordant_rate=float(np.mean(xa != xb)),
+               degenerate=boot["degenerate"])
+    # the test: a paired t-test on the per-pair mean credits (a pair's judgments move together, as resampled)
+    per_pair = pd.DataFrame({"pair": ids, "a": xa, "b": xb}).groupby("pair", sort=False).mean()
+    if len(per_pair) >= 2:
+        row.update(paired_test(per_pair["a"].to_numpy(), per_pair["b"].to_numpy()))
     return row
 
 

@@ -153,6 +153,10 @@ def cross_source_table(card: dict[str, dict[str, Any]], comparisons: list[dict[s
                 row[COLUMNS[key]] += f" {POSITION_DRIVEN}"
                 notes.append(f"{COLUMNS[key]}: {why}")
             entry = m.get(key)
+            alt = entry.get("at_other_tie_credit") if isinstance(entry, dict) else None
+            if alt:  # ties are common here: the other tie rule's value beside the card's
+                notes.append(f"{COLUMNS[key]}: {alt['value']:.3f} with ties credited {alt['tie_credit']:g} "
+                             f"({entry.get('n_ties')} ties, > 5% of the judged pairs)")
             if key in EXPLAIN_NO_INTERVAL and isinstance(entry, dict) and entry.get("low") is None \
                     and entry.get("reason"):
                 notes.append(f"{COLUMNS[key]}: {entry['reason']}")

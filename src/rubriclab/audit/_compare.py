@@ -1,7 +1,9 @@
 """Paired comparisons between rubric sources on per-item audit values (flip rate per pair, verified
 fool rate per prompt): the same items were judged under every source, so differences are paired.
-Benjamini–Hochberg within each metric family; an MDE for each comparison, stated at the Bonferroni
-level α/m for the m comparisons of its family (what "no detectable difference" could have seen)."""
+Each Δ has its percentile paired bootstrap interval; the test is a paired t-test on the per-item differences
+(``rubriclab.stats.adjust_family``), Benjamini–Hochberg within each metric family, and an MDE for each comparison,
+the t-test's at the Bonferroni level α/m for the m comparisons of its family (what "no detectable difference"
+could have seen, with the power it states)."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rubriclab.stats import bh_adjust, label_comparison, mde_paired, paired_bootstrap
+from rubriclab.stats import adjust_family, paired_bootstrap, paired_test
 
 UNITS = {"flip_rate": "pairs", "vfr": "prompts", "injection_rate": "pairs"}
 
@@ -41,36 +43,12 @@ def paired_item_comparisons(values: dict[str, pd.Series], metric: str, *, n_boot
         if len(common) < 2:
             rows.append({**row, "degenerate": f"fewer than 2 shared {unit}"})
             continue
-        res = paired_bootstrap(values[a].loc[common].to_numpy(float), values[b].loc[common].to_numpy(float),
-                               n_resamples=n_boot, seed=seed, confidence=confidence)
+        xa, xb = values[a].loc[common].to_numpy(float), values[b].loc[common].to_numpy(float)
+        res = paired_bootstrap(xa, xb, n_resamples=n_boot, seed=seed, confidence=confidence)
         rows.append({**row, "mean_a": res["mean_a"], "mean_b": res["mean_b"], "diff": res["diff"],
-                     "low": res["low"], "high": res["high"], "se": res.get("se"), "p_value": res["p_value"],
+                     "low": res["low"], "high": res["high"], "boot_se": res.get("se"), **paired_test(xa, xb),
                      "degenerate": res.get("degenerate")})
     return adjust_family(rows)
-
-
-def adjust_family(rows: list[dict[str, Any]], alpha: float = 0.05, power: float = 0.8) -> list[dict[str, Any]]:
-    """BH-adjust one family of comparisons, state each MDE at the Bonferroni level α/m (m = comparisons
-    that could be tested), and label each row. Rows need ``p_value`` (NaN when untestable) and ``se``."""
-    p = np.array([np.nan if r.get("p_value") is None else r["p_value"] for r in rows], dtype=float)
-    adjusted = bh_adjust(p) if rows else []
-    m = int(np.isfinite(p).sum())
-    level = alpha / max(m, 1)
-    for row, q in zip(rows, adjusted, strict=True):
-        se = row.get("se")
-        row["mde"] = mde_paired(se, alpha=level, power=power) if se is not None and np.isfinite(se) else None
-        row["mde_alpha"] = level
-        row["mde_method"] = f"paired, bootstrap SE, two-sided α={alpha:g}/{m} (Bonferroni over the family), power {power:g}"
-        as_nan = {k: (np.nan if row.get(k) is None else row[k]) for k in ("low", "high", "se")}
-        row["label"] = label_comparison({**row, **as_nan, "p_adjusted": q}, alpha=alpha, power=power)
-        if row["label"].startswith("no detectable difference") and row["mde"] is not None:
-            row["label"] = f"no detectable difference (MDE={row['mde']:.3g} at α={alpha:g}/{m}, power {power:g})"
-        row["p_adjusted"] = _num(q)
-        row["p_value"] = _num(row.get("p_value"))
-        row["family_size"] = m
-    return rows
-
-
 
 
 def _num(x: Any) -> float | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from rubriclab.calibrate._calibrate import MIN_ISOTONIC, MIN_LABELS, CalibrationResult, calibrate
 from rubriclab.calibrate._cells import CellSettings, calibrate_cells
+from rubriclab.calibrate._coverage import coverage_tolerance, level_text, simulated_coverage
 from rubriclab.calibrate._draw import draw_labelled
 from rubriclab.calibrate._estimators import Estimate
 from rubriclab.calibrate._sources import load_recorded
@@ -38,8 +39,11 @@ __all__ = [
     "VerdictTable",
     "calibrate",
     "calibrate_cells",
+    "coverage_tolerance",
     "draw_labelled",
+    "level_text",
     "load_recorded",
+    "simulated_coverage",
     "verdict_table",
     "verdict_table_from_frame",
 ]

@@ -86,9 +86,19 @@ def calibrate(table: VerdictTable | pd.DataFrame, *, labelled: Iterable[str] | N
     if len(Yhat_u) == 0:
         raise InputError(f"all {len(frame)} pairs are labelled", file=vt.source,
                          expected="some pairs with a judge verdict and no label (the judge's contribution)")
-    ests = [labels_only(Y, confidence), judge_only(frame["verdict"].to_numpy(float), confidence),
-            ppi(Y, Yhat, Yhat_u, confidence, lam)]
-    notes = list(vt.notes)
+    ests, notes = estimates(Y, Yhat, Yhat_u, frame["verdict"].to_numpy(float), confidence=confidence, lam=lam,
+                            isotonic_folds=isotonic_folds, seed=seed)
+    return CalibrationResult(vt.target, vt.source, tuple(ests), len(Y), len(frame), tuple(ids), draw,
+                             _ess(ests[0], ests[2]), (*vt.notes, *notes), dict(vt.counts))
+
+
+def estimates(Y: np.ndarray, Yhat: np.ndarray, Yhat_u: np.ndarray, verdicts: np.ndarray, *, confidence: float,
+              lam: float | None, isotonic_folds: int, seed: int) -> tuple[list[Estimate], list[str]]:
+    """The estimates from the labelled pairs' human values ``Y`` and verdicts ``Yhat``, the unlabelled pairs'
+    verdicts ``Yhat_u`` and every pair's ``verdicts``: labels-only, judge-only, PPI, and isotonic when there are
+    enough labels; and the notes on what was skipped (``calibrate`` and the coverage simulation share it)."""
+    ests = [labels_only(Y, confidence), judge_only(verdicts, confidence), ppi(Y, Yhat, Yhat_u, confidence, lam)]
+    notes = []
     if isotonic_folds <= 0:
         notes.append("isotonic calibration not asked for")
     elif len(Y) >= MIN_ISOTONIC:
@@ -98,8 +108,7 @@ def calibrate(table: VerdictTable | pd.DataFrame, *, labelled: Iterable[str] | N
                          "under-cover with so few labels — prefer the PPI interval")
     else:
         notes.append(f"isotonic calibration skipped: {len(Y)} labelled pairs (needs ≥ {MIN_ISOTONIC})")
-    return CalibrationResult(vt.target, vt.source, tuple(ests), len(Y), len(frame), tuple(ids), draw,
-                             _ess(ests[0], ests[2]), tuple(notes), dict(vt.counts))
+    return ests, notes
 
 
 def _labelled_ids(vt: VerdictTable, labelled, label_fraction, seed) -> tuple[list[str], str]:

@@ -12,10 +12,14 @@ import pandas as pd
 
 from rubriclab._params_schema import Recorded, RecordedCalibrate
 from rubriclab.calibrate._calibrate import calibrate
+from rubriclab.calibrate._coverage import level_text, simulated_coverage
 from rubriclab.calibrate._table import verdict_table
 from rubriclab.errors import RubricLabError
 
 METHODS = ("labels_only", "judge_only", "ppi", "isotonic")
+COVERAGE_RULE = ("each interval's coverage of the all-labels value over coverage_draws seeded label draws of the same "
+                 "size (seed = draw index); its level is stated only where coverage ≥ level − 2 √(level (1 − level) "
+                 "/ draws), else the coverage is")
 
 
 _C = RecordedCalibrate()  # recorded.calibrate's defaults (rubriclab._params_schema, docs there)
@@ -30,6 +34,7 @@ class CellSettings:
     lam: float | None = _C.lam  # ppi_py's λ (1: plain PPI; None: power-tuned PPI++)
     order: str = _C.order
     none: str = _C.none
+    coverage_draws: int = _C.coverage_draws  # label draws checking each interval's coverage (0: none)
     confidence: float = Recorded().confidence
 
 
@@ -50,8 +55,14 @@ def calibrate_cells(recorded: Any, cells: list[tuple[str, str]], settings: CellS
         human = vt.frame["human"].dropna()
         row.update(n_pairs=res.n_pairs, n_labelled=res.n, all_labels=float(human.mean()) if len(human) else np.nan,
                    n_all_labels=len(human), ess=res.ess, skipped="")
+        cover = simulated_coverage(vt, label_fraction=settings.label_fraction, draws=settings.coverage_draws,
+                                   confidence=settings.confidence, lam=settings.lam)
         for e in res.estimates:
-            row.update({f"{e.method}": e.value, f"{e.method}_low": e.low, f"{e.method}_high": e.high})
+            c = (cover or {}).get(e.method)
+            row.update({f"{e.method}": e.value, f"{e.method}_low": e.low, f"{e.method}_high": e.high,
+                        f"{e.method}_coverage": c["coverage"] if c else np.nan,
+                        f"{e.method}_level": level_text(c, settings.confidence)})
         rows.append(row)
-        full.append({"judge": judge, "condition": condition, **res.to_dict()})
+        full.append({"judge": judge, "condition": condition, **res.to_dict(), "coverage": cover,
+                     "coverage_rule": COVERAGE_RULE})
     return pd.DataFrame(rows), full

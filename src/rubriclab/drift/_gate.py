@@ -59,7 +59,7 @@ from rubriclab.data import Pair, stable_hash
 from rubriclab.errors import InputError
 from rubriclab.judging import PairwiseRubric, credit, judge_pairs
 from rubriclab.llm import Gateway, RoleSpec
-from rubriclab.stats import bh_adjust, mde_drop, paired_bootstrap, sign_test
+from rubriclab.stats import TIE_CREDIT, bh_adjust, mde_drop, paired_bootstrap, sign_test
 
 OLD, NEW = "old", "new"
 DOMAIN_COLUMNS = [
@@ -150,7 +150,7 @@ def rubric_info(rubric: PairwiseRubric) -> dict[str, Any]:
 
 def drift_check(old: PairwiseRubric, new: PairwiseRubric, pairs: Sequence[Pair], *, gateway: Gateway,
                 judge: RoleSpec, seed: int, bench_domain: str | None = None, alpha: float = 0.05,
-                power: float = 0.8, n_boot: int = 2000, confidence: float = 0.95, tie_credit: float = 0.0,
+                power: float = 0.8, n_boot: int = 2000, confidence: float = 0.95, tie_credit: float = TIE_CREDIT,
                 epsilon: float = 0.05, samples: int = 1, templates_dir: str | None = None,
                 grouping: str = "domain") -> DriftCheck:
     """Judge ``pairs`` under ``old`` and ``new`` with ``judge`` and compare them per ``pair.domain``
@@ -181,7 +181,7 @@ def drift_check(old: PairwiseRubric, new: PairwiseRubric, pairs: Sequence[Pair],
 
 def compare_verdicts(rows: pd.DataFrame, pairs: Sequence[Pair], *, bench_domain: str | None = None,
                      alpha: float = 0.05, power: float = 0.8, n_boot: int = 2000, confidence: float = 0.95,
-                     tie_credit: float = 0.0, epsilon: float = 0.05, seed: int = 0) -> DriftCheck:
+                     tie_credit: float = TIE_CREDIT, epsilon: float = 0.05, seed: int = 0) -> DriftCheck:
     """The gate's statistics on already-judged rows (``judge_pairs`` output with rubrics named ``"old"`` and
     ``"new"``); the grouping is each pair's ``domain``. No model calls."""
     if not 0 < alpha < 1:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from rubriclab import atomic
 from rubriclab.drift._gate import DriftCheck, fmt_mde
+from rubriclab.stats import TIE_CREDIT, other_tie_credit, ties_common
 
 SHOWN_FLIPPED = 20
 
@@ -63,9 +64,20 @@ def gate_markdown(result: DriftCheck, *, clusters: pd.DataFrame | None = None,
         "p": [_num(v, "{:.3g}") for v in d["p_value"]], "q (BH)": [_num(v, "{:.3g}") for v in d["q_value"]],
         "MDE": [fmt_mde(v) for v in d["mde"]], "verdict": d["verdict"],
     })
+    credit_used = float(s.get("tie_credit", TIE_CREDIT))
+    other = other_tie_credit(credit_used)
+    common = [ties_common(int(t_old) + int(t_new), 2 * int(n)) for t_old, t_new, n in
+              zip(d.get("n_tie_old", [0] * len(d)), d.get("n_tie_new", [0] * len(d)), d["n"])]
+    if any(common):  # the other tie rule's Δ beside the card's, where ties are common
+        view.insert(view.columns.get_loc("Δ [CI]") + 1, f"Δ, ties at {other:g}", [
+            _num(x + (other - credit_used) * (int(t_new) - int(t_old)) / int(n), "{:+.3f}") if c and int(n) else "—"
+            for x, t_old, t_new, n, c in zip(d["diff"], d["n_tie_old"], d["n_tie_new"], d["n"], common)])
     md += _table(view) + [""]
+    if any(common):
+        md += [f"Δ, ties at {other:g}: the same Δ with ties credited {other:g} (the other tie rule), given where tie "
+               "verdicts are more than 5% of a domain's verdicts (— elsewhere).", ""]
     md += [f"Δ = agreement(new) − agreement(old) on pairs judged under both rubrics (ties credited "
-           f"{s.get('tie_credit', 0):g}); CI: {s.get('ci')}; p: {s.get('test')}; significant drop: q < "
+           f"{s.get('tie_credit', TIE_CREDIT):g}, the project's one rule); CI: {s.get('ci')}; p: {s.get('test')}; significant drop: q < "
            f"{s.get('alpha')} with Δ < 0 and the CI's upper end < 0. MDE: the minimum detectable drop, the "
            f"{s.get('mde_formula')} (α' = {_num(s.get('alpha_mde'), '{:.3g}')}, power {s.get('power')}, n = pairs "
            "used; `domains.csv` adds the normal approximation `mde_normal` and the floor `mde_floor` = k_min / n). "

@@ -36,7 +36,7 @@ from rubriclab.llm import (
     register_prompt,
 )
 from rubriclab.rubrics import JudgeTemplate, RubricSet
-from rubriclab.stats import item_bootstrap, two_sample_bootstrap
+from rubriclab.stats import TIE_CREDIT, item_bootstrap, two_sample_bootstrap
 
 STEALTH_PROMPT = "drift_stealth"
 register_prompt(STEALTH_PROMPT, {"rubric_1", "rubric_2"})
@@ -179,7 +179,7 @@ def _gap(bench: np.ndarray, target: np.ndarray, n_boot: int, confidence: float,
 
 
 def transfer(rubrics: Mapping[str, PairwiseRubric], pairs: Sequence[Pair], *, gateway: Gateway,
-             judges: Sequence[RoleSpec], seed: int, tie_credit: float = 0.0, n_boot: int = 1000,
+             judges: Sequence[RoleSpec], seed: int, tie_credit: float = TIE_CREDIT, n_boot: int = 1000,
              confidence: float = 0.95, bench_domain: str, target_domain: str, samples: int = 1,
              templates_dir: str | None = None) -> pd.DataFrame:
     """Each rubric judged by each judge model on ``pairs`` (the test split of both domains).

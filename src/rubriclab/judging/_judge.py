@@ -5,8 +5,8 @@ rubric, so two rubrics are compared on identical requests but for the rubric tex
 majority of ``samples`` draws (sample indices ``sample_offset…``): "A", "B", "tie" (tied votes) or
 None when every draw failed (a parse failure after the gateway's re-asks, or a transport failure).
 Agreement counts ties and failures explicitly: a failed item is left out of the denominator and
-counted; a tie earns ``tie_credit`` (0 by default: a tie does not agree with a strict preference) and is
-counted; both are reported beside the agreement, never folded in silently.
+counted; a tie earns ``tie_credit`` (the project's one rule, ``TIE_CREDIT`` = 0.5: the expected credit of a fair
+coin) and is counted; both are reported beside the agreement, never folded in silently.
 """
 
 from __future__ import annotations
@@ -20,7 +20,15 @@ import pandas as pd
 from rubriclab.data import Pair, present
 from rubriclab.judging._rubric import PairwiseRubric
 from rubriclab.llm import CallRequest, Gateway, RoleSpec, answer_format
-from rubriclab.stats import accuracy, item_bootstrap, majority_vote
+from rubriclab.stats import (
+    TIE_CREDIT,
+    accuracy,
+    at_tie_credit,
+    item_bootstrap,
+    majority_vote,
+    other_tie_credit,
+    ties_common,
+)
 
 TIE = "tie"
 STATUSES = ("agree", "disagree", "tie", "failed")
@@ -81,13 +89,13 @@ def status_of(verdict: Any, human: str) -> str:
     return "agree" if verdict == human else "disagree"
 
 
-def credit(status: pd.Series | Sequence[str], tie_credit: float = 0.0) -> np.ndarray:
+def credit(status: pd.Series | Sequence[str], tie_credit: float = TIE_CREDIT) -> np.ndarray:
     """Per-item agreement credit: 1 agree, ``tie_credit`` tie, 0 disagree, NaN failed."""
     table = {"agree": 1.0, "disagree": 0.0, TIE: float(tie_credit), "failed": np.nan}
     return np.array([table[s] for s in status], dtype=float)
 
 
-def agreement(rows: pd.DataFrame, *, tie_credit: float = 0.0, n_boot: int = 1000, confidence: float = 0.95,
+def agreement(rows: pd.DataFrame, *, tie_credit: float = TIE_CREDIT, n_boot: int = 1000, confidence: float = 0.95,
               seed: int = 0) -> dict[str, Any]:
     """Agreement with the reference over judged items (``stats.accuracy``), with its item-bootstrap CI and every
     count: ``agreement = (n_agree + tie_credit · n_ties) / n``, failed items not in n (``n_failed``)."""
@@ -103,18 +111,24 @@ def agreement(rows: pd.DataFrame, *, tie_credit: float = 0.0, n_boot: int = 1000
         return out
     values = acc["per_item"][~np.isnan(acc["per_item"])]
     boot = item_bootstrap(values, "mean", None, n_resamples=n_boot, confidence=confidence, seed=seed)
+    other = other_tie_credit(tie_credit)  # every tie here met a strict reference label, so each earned tie_credit
     out.update(agreement=float(boot["estimate"]), low=float(boot["low"]), high=float(boot["high"]), ci=ci,
-               reason=boot["degenerate"])
+               reason=boot["degenerate"], other_tie_credit=other,
+               agreement_at_other_tie_credit=at_tie_credit(float(boot["estimate"]), acc["n_ties"], n, tie_credit, other))
     return out
 
 
 def describe_agreement(m: Mapping[str, Any], digits: int = 3) -> str:
-    """``0.625 [0.40, 0.85] (n=16; 1 tie, 2 failed)``: the estimate with its interval and counts."""
+    """``0.625 [0.40, 0.85] (n=16; 2 ties at 0.5, 0.562 with ties at 0, 2 failed)``: the estimate with its
+    interval and counts; where ties are more than 5% of n (``rubriclab.stats.ties_common``), the value under the
+    other tie rule beside it."""
     if not np.isfinite(m.get("agreement", np.nan)):
         return f"— (n=0; {m.get('n_failed', 0)} failed)"
     extra = []
     if m.get("n_tie"):
-        extra.append(f"{m['n_tie']} tie{'s' if m['n_tie'] != 1 else ''} at {m.get('tie_credit', 0):g}")
+        extra.append(f"{m['n_tie']} tie{'s' if m['n_tie'] != 1 else ''} at {m.get('tie_credit', TIE_CREDIT):g}")
+        if ties_common(m["n_tie"], m.get("n", 0)) and m.get("agreement_at_other_tie_credit") is not None:
+            extra.append(f"{m['agreement_at_other_tie_credit']:.{digits}f} with ties at {m['other_tie_credit']:g}")
     if m.get("n_failed"):
         extra.append(f"{m['n_failed']} failed")
     tail = ("; " + ", ".join(extra)) if extra else ""

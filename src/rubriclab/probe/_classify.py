@@ -23,6 +23,8 @@ set (seeded); test sets are never altered. Failed judge labels (NaN) are counted
 
 from __future__ import annotations
 
+import math
+import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,6 +40,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.class_weight import compute_sample_weight
 
 from rubriclab._params_schema import PROBE_MODELS as SCHEMA_PROBE_MODELS
+from rubriclab._params_schema import Probe
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.probe._metrics import (
     COUNT_METRICS,
@@ -120,8 +123,10 @@ def _check_options(models: Sequence[str], embed: Embed | None, class_weight: Any
 
 
 def normalise_text(text: Any) -> str:
-    """A criterion's wording for grouping: casefolded, runs of whitespace collapsed to one space."""
-    return " ".join(str(text).casefold().split())
+    """A criterion's wording for grouping: Unicode-normalised (NFKC), casefolded, punctuation and symbols dropped
+    (a trailing period, quotes or a bullet do not make another wording), runs of whitespace collapsed to one space."""
+    folded = unicodedata.normalize("NFKC", str(text)).casefold()
+    return " ".join("".join(" " if unicodedata.category(ch)[0] in "PS" else ch for ch in folded).split())
 
 
 def _clusters(records: Sequence[Any], texts: Sequence[str]) -> np.ndarray:
@@ -163,6 +168,32 @@ def _groups(data: pd.DataFrame, group_by: str) -> tuple[np.ndarray, dict[str, An
                          expected="criterion wording not shared across all records (a split that keeps each record "
                                   "and each wording on one side needs at least 2 clusters)")
     return groups, report
+
+
+SPLIT_CANDIDATES = 20
+
+
+def _held_out(data: pd.DataFrame, groups: np.ndarray, test_size: float, seed: int, tolerance: float,
+              sharing: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, int]:
+    """A group split whose held-out *item* share is within ``tolerance`` of ``test_size``. GroupShuffleSplit's
+    ``test_size`` counts groups, so one large cluster makes the held-out share of items lopsided: of its seeded
+    candidates (``SPLIT_CANDIDATES``, the first is the paper's single split) the first within the tolerance is
+    used — chosen by size alone, never by labels. None within it: an InputError saying how far the closest was."""
+    best, best_miss = None, math.inf
+    splitter = GroupShuffleSplit(n_splits=SPLIT_CANDIDATES, test_size=test_size, random_state=seed)
+    for k, (tr, te) in enumerate(splitter.split(data, groups=groups), 1):
+        miss = abs(len(te) / len(data) - test_size)
+        if miss <= tolerance:
+            return tr, te, k
+        if miss < best_miss:
+            best, best_miss = (tr, te), miss
+    assert best is not None
+    share = len(best[1]) / len(data)
+    raise InputError(f"no group split holds out {test_size:.0%} of the items within ±{tolerance:.0%}: the closest of "
+                     f"{SPLIT_CANDIDATES} seeded splits held out {share:.0%} ({len(best[1])} of {len(data)} items; the "
+                     f"largest of {sharing['n_groups']} {sharing['unit']} holds {sharing['largest_group_items']} items)",
+                     field="record_id", expected="groups small enough to split the items near test_size (more records, "
+                     "less criterion wording shared across records, or a wider probe.split_tolerance)")
 
 
 def _one_cohort(items: pd.DataFrame, name: str) -> None:
@@ -266,6 +297,7 @@ def run_probe(
     n_boot: int = 10000,
     confidence: float = 0.95,
     group_by: str = "record+text",
+    split_tolerance: float = Probe().split_tolerance,
 ) -> dict[str, Any]:
     """Train the rubric-only probes, cross-validate them, and evaluate them on a held-out group split.
 
@@ -302,8 +334,7 @@ def run_probe(
         raise InputError(f"has {counts['n_records']} distinct record(s)", field="record_id",
                          expected="at least 2 records for a group train/test split")
     groups, sharing = _groups(data, group_by)
-    train_idx, test_idx = next(GroupShuffleSplit(n_splits=1, test_size=test_size, random_state=seed)
-                               .split(data, groups=groups))
+    train_idx, test_idx, tried = _held_out(data, groups, test_size, seed, split_tolerance, sharing)
     train, test = data.iloc[train_idx], data.iloc[test_idx]
     overlap = _overlap(train, test)
     leaked = overlap["overlap_records"] or (group_by == "record+text" and overlap["overlap_texts"])
@@ -311,7 +342,8 @@ def run_probe(
         raise InputError(f"{overlap['overlap_records']} records and {overlap['overlap_texts']} criterion texts on "
                          "both sides of the split", field="record_id", expected="disjoint sides")
     split = {"method": f"GroupShuffleSplit by {sharing['unit']}", **sharing, "seed": seed, "test_size": test_size,
-             "n_train_items": len(train), "n_test_items": len(test),
+             "n_train_items": len(train), "n_test_items": len(test), "test_item_share": len(test) / len(data),
+             "split_tolerance": split_tolerance, "splits_tried": tried,
              "n_train_records": int(train["record_id"].nunique()), "n_test_records": int(test["record_id"].nunique()),
              "n_train_groups": int(len(np.unique(groups[train_idx]))),
              "n_test_groups": int(len(np.unique(groups[test_idx]))), **overlap,

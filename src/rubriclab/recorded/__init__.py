@@ -7,7 +7,7 @@ presentation order, verdict as presented and mapped to the pair's outputs, raw t
 verdict) over labelled pairs (``RecordedPair``: one or several annotators). ``analyze`` gives per judge ×
 condition accuracy in each order, both-orders-correct, positional agreement, first-position rate, Cohen's κ and
 macro precision / recall / F1 against the label, paired comparisons (BH, MDE), agreement among judges and among
-annotators, majority-of-judges accuracy and length / list biases, each with its interval's method, level and n;
+annotators, majority-of-judges accuracy and AlpacaEval's length / list biases (judge and labels on the same pairs), each with its interval's method, level and n;
 ``write_card`` writes card.md / card.json / card.csv; ``recorded_gate`` runs the drift gate per domain between two
 conditions (or two judges) of recorded verdicts; ``shipped_path`` finds the published sets shipped with the
 package. A verdict is never guessed: anything that is not one is ``none``, counted (wrong), its raw text kept.
@@ -31,10 +31,10 @@ from rubriclab.recorded._analysis import (
     RecordedAnalysis,
     Settings,
     analyze,
-    has_list,
     judgments_frame,
     rater_agreement,
 )
+from rubriclab.recorded._biases import contains_list
 from rubriclab.recorded._card import card_markdown, cells_frame, write_card
 from rubriclab.recorded._llmbar import llmbar_check, llmbar_statistics, publisher_winner, read_llmbar
 from rubriclab.recorded._mlflow import read_mlflow
@@ -92,7 +92,7 @@ __all__ = [
     "confusion",
     "fleiss_kappa",
     "gate_inputs",
-    "has_list",
+    "contains_list",
     "judgments_frame",
     "kappa_from_confusion",
     "llmbar_check",

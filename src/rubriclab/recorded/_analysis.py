@@ -4,8 +4,10 @@ level and n, ties and no-verdicts counted.
 
 Definitions (per judge × condition; "pairs" are the pairs with a label unless said otherwise):
 
-* **credit** of a judgment: 1 if its choice equals the label, ``tie_credit`` (default 0) if it is a tie and the
-  label is not, else 0 — a reply that is no verdict (``none``) is a wrong answer, in every denominator.
+* **credit** of a judgment: 1 if its choice equals the label, ``tie_credit`` (the project's one rule,
+  ``rubriclab.stats.TIE_CREDIT`` = 0.5: a fair coin's expected credit) if it is a tie and the label is not, else 0
+  (where such ties are more than 5% of a cell's judgments, ``accuracy.at_other_tie_credit`` gives the accuracy with
+  ties at 0) — a reply that is no verdict (``none``) is a wrong answer, in every denominator.
 * **accuracy_<order>**: mean credit over the judgments in that order; **accuracy**: per pair the mean credit over
   the orders it was judged in, then the mean over pairs (= the average of the two orders' accuracies when every
   pair has both).
@@ -17,8 +19,11 @@ Definitions (per judge × condition; "pairs" are the pairs with a label unless s
   source (ties a class), a ``none`` counts against the true class.
 
 Intervals: percentile bootstrap resampling pairs (``rubriclab.stats.item_bootstrap``; all judgments of a drawn
-pair come along). Paired comparisons: ``rubriclab.stats.paired_bootstrap`` on the pairs both cells judged, BH over
-each family (one judge's conditions; one condition's judges), MDE at the Bonferroni level α/m of the family.
+pair come along). Paired comparisons, on the pairs both cells judged: Δ with its percentile paired bootstrap
+interval (``rubriclab.stats.paired_bootstrap``), the paired t-test's p-value (``rubriclab.stats.paired_t_tests``:
+not floored at 2/(B + 1) as a bootstrap p-value is, which made large families untestable), BH over each family
+(one judge's conditions; one condition's judges), and the t-test's MDE at the family's Bonferroni level α/m
+(``rubriclab.stats.mde_paired_t``; its power is checked by simulation in tests/test_stats_power.py).
 Named contrasts (``Settings.contrasts``, or the importer's own: LLMBar's rules = Vanilla − Vanilla_NoRules and own
 rubric first = Metrics − Vanilla): the same paired test within each judge, one family per metric over every judge ×
 contrast, so the questions a source was set up for are not diluted by every other pair of conditions.
@@ -31,7 +36,6 @@ per-call functions named above, bit for bit (``tests/test_recorded_scale.py``).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
@@ -54,10 +58,18 @@ from rubriclab.recorded._agreement import (
     macro_prf_batch,
     pairwise_agreement,
 )
+from rubriclab.recorded._biases import biases as bias_rows
 from rubriclab.recorded._boot import additive_bootstrap, additive_bootstraps, mean_bootstrap, paired_differences
 from rubriclab.recorded._records import CHOICES, ORDERS, VERDICTS, RecordedSet
 from rubriclab.recorded._rows import NONE, PairValues, Rows, first_codes, shared
-from rubriclab.stats import bh_adjust, krippendorff_alpha, label_comparison, mde_paired
+from rubriclab.stats import (
+    TIE_CREDIT,
+    adjust_family,
+    krippendorff_alpha,
+    other_tie_credit,
+    paired_t_tests,
+    ties_common,
+)
 from rubriclab.stats import paired_bootstrap as _paired_bootstrap
 
 CELL_METRICS = ("accuracy", "accuracy_original", "accuracy_swapped", "both_correct", "positional_agreement",
@@ -66,12 +78,12 @@ CELL_METRICS = ("accuracy", "accuracy_original", "accuracy_swapped", "both_corre
 COMPARED = ("accuracy", "positional_agreement")
 ORDER_FREE = "pointwise rating: each output scored alone, so presentation order plays no part"
 MIN_MAJORITY_JUDGES = 3
-_LIST_LINE = re.compile(r"^\s*(?:[-*•+]|\d{1,3}[.)])\s+\S", re.MULTILINE)
 
 
 _R = Recorded()  # recorded.*'s defaults (rubriclab._params_schema.Recorded, docs there)
 # Settings fields under the same name in recorded, which holds their ranges (contrasts, a mapping there: _contrast)
-_CHECKED = ("confidence", "n_boot", "seed", "alpha", "power", "tie_credit", "baseline", "contrast_judges")
+_CHECKED = ("confidence", "n_boot", "seed", "alpha", "power", "tie_credit", "length_delta", "min_list_items", "baseline",
+            "contrast_judges")
 _OWN = ("baseline", "contrasts", "contrast_judges")  # a source's own value replaces recorded.<key>
 
 
@@ -85,6 +97,8 @@ class Settings:
     alpha: float = _R.alpha
     power: float = _R.power
     tie_credit: float = _R.tie_credit
+    length_delta: int = _R.length_delta  # prefers longer: lengths differ by more than this (AlpacaEval's 30)
+    min_list_items: int = _R.min_list_items  # prefers lists: list lines that make a list (AlpacaEval's 1)
     baseline: str | None = _R.baseline  # within a judge: compare this condition with each other one (None: every pair)
     # named contrasts (name, a, b): Δ = a − b within each judge, one BH family per metric over judges × contrasts
     # (None: the importer's own, e.g. LLMBar's rules and Metrics contrasts; (): none)
@@ -139,6 +153,7 @@ class RecordedAnalysis:
     annotator_agreement: dict[str, Any] | None = None
     majority: list[dict[str, Any]] = field(default_factory=list)
     biases: list[dict[str, Any]] = field(default_factory=list)
+    bias_info: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     def cell(self, judge: str, condition: str) -> dict[str, Any]:
@@ -151,6 +166,7 @@ class RecordedAnalysis:
         return {"source": self.source, "settings": asdict(self.settings), "counts": self.counts, "cells": self.cells,
                 "comparisons": self.comparisons, "contrasts": self.contrasts, "judge_agreement": self.judge_agreement,
                 "annotator_agreement": self.annotator_agreement, "majority": self.majority, "biases": self.biases,
+                "bias_info": self.bias_info,
                 "notes": self.notes}
 
 
@@ -188,7 +204,7 @@ def _mean_entry(values: np.ndarray, ids: np.ndarray, s: Settings, reason: str, *
 
 
 # -- the judgments as one frame --------------------------------------------------------------------------------------
-def judgments_frame(rs: RecordedSet, tie_credit: float = 0.0) -> pd.DataFrame:
+def judgments_frame(rs: RecordedSet, tie_credit: float = TIE_CREDIT) -> pd.DataFrame:
     """``rs.frame()`` with ``credit`` (NaN without a label) and the pair's output lengths and list flags."""
     # a fixed row order, so that the bootstrap draws the same pairs whatever order the importer read them in
     df = rs.frame().sort_values(["judge", "condition", "pair_id", "order"], kind="stable").reset_index(drop=True)
@@ -198,25 +214,6 @@ def judgments_frame(rs: RecordedSet, tie_credit: float = 0.0) -> pd.DataFrame:
     df["credit"] = np.where(labels.isna(), np.nan, credit)
     df["order_free"] = df["meta"].str.contains(r"(?:^|;)mode=rating(?:;|$)", regex=True)
     return df
-
-
-def _longer(pair: Any) -> str | None:
-    a, b = len(pair.output_1), len(pair.output_2)
-    if not pair.output_1 or not pair.output_2 or a == b:
-        return None
-    return "1" if a > b else "2"
-
-
-def has_list(text: str) -> bool:
-    """Whether a response holds a list: at least two lines that start with a bullet or a number."""
-    return len(_LIST_LINE.findall(text or "")) >= 2
-
-
-def _with_list(pair: Any) -> str | None:
-    if not pair.output_1 or not pair.output_2:
-        return None
-    a, b = has_list(pair.output_1), has_list(pair.output_2)
-    return None if a == b else ("1" if a else "2")
 
 
 # -- per cell ------------------------------------------------------------------------------------------------------
@@ -230,8 +227,19 @@ def _cell(rows: Rows, sl: slice, classes: list[str], s: Settings) -> dict[str, A
         out[f"accuracy_{name}"] = _mean_entry(credit[m], pair[m], s, f"no {name}-order judgment of a labelled pair",
                                               n_none=int(none[m].sum()), n_tie=int(tie[m].sum()))
     per_pair = rows.accuracy_per_pair(sl)
+    # ties that earned tie_credit (a tie verdict on a pair whose label is not a tie): the card states the rule and,
+    # where they are common, the accuracy under the other rule beside it
+    credited = lab & tie & (rows.label[sl] != CHOICES.index("tie"))
     out["accuracy"] = _mean_entry(per_pair.values, per_pair.pairs, s, "no labelled pair judged",
-                                  n_none=int(none[lab].sum()), n_tie=int(tie[lab].sum()), n_judgments=int(lab.sum()))
+                                  n_none=int(none[lab].sum()), n_tie=int(tie[lab].sum()), n_judgments=int(lab.sum()),
+                                  tie_credit=s.tie_credit, n_tie_credited=int(credited.sum()))
+    if out["accuracy"]["value"] is not None and ties_common(int(credited.sum()), int(lab.sum())):
+        other = other_tie_credit(s.tie_credit)
+        moved = np.where(credited, other - s.tie_credit, 0.0)[lab]
+        pairs, inv = np.unique(pair[lab], return_inverse=True)
+        shift = np.bincount(inv, weights=moved, minlength=len(pairs)) / np.bincount(inv, minlength=len(pairs))
+        out["accuracy"]["at_other_tie_credit"] = {"tie_credit": other,
+                                                  "value": float(np.mean(per_pair.values + shift))}
     orders = set(order.tolist())
     if orders == {0, 1}:
         common, orig, swapped = rows.both_orders(sl)
@@ -298,50 +306,57 @@ def _agreement_with_label(rows: Rows, sl: slice, lab: np.ndarray, classes: list[
 
 # -- comparisons ---------------------------------------------------------------------------------------------------
 def _adjust(rows: list[dict[str, Any]], s: Settings) -> list[dict[str, Any]]:
-    p = np.array([np.nan if r.get("p_value") is None else r["p_value"] for r in rows], dtype=float)
-    q = bh_adjust(p) if rows else []
-    m = int(np.isfinite(p).sum())
-    level = s.alpha / max(m, 1)
-    factor = mde_paired(1.0, alpha=level, power=s.power)  # the MDE is (z + z)·se: one factor per family
-    for row, qv in zip(rows, q, strict=True):
-        se = row.get("se")
-        row["mde"] = float(factor * se) if se is not None and np.isfinite(se) else None
-        row["mde_alpha"] = level
-        row["family_size"] = m
-        as_nan = {k: (np.nan if row.get(k) is None else row[k]) for k in ("low", "high", "se")}
-        label = label_comparison({**row, **as_nan, "p_adjusted": qv}, alpha=s.alpha, power=s.power)
-        if label.startswith("no detectable difference") and row["mde"] is not None:
-            label = f"no detectable difference (MDE={row['mde']:.3g} at α={s.alpha:g}/{m}, power {s.power:g})"
-        row["label"] = label
-        row["p_adjusted"] = None if not np.isfinite(qv) else float(qv)
-    return rows
+    """BH over one family's paired t-test p-values and each row's MDE (``rubriclab.stats.adjust_family``: the
+    t-test's at the family's Bonferroni level α/m, power ``s.power``)."""
+    for row in rows:
+        row["n_test"] = row["n_pairs"]
+    return adjust_family(rows, alpha=s.alpha, power=s.power)
 
 
 def _paired_rows(families: list[list[tuple[dict[str, Any], PairValues, PairValues]]],
                  s: Settings) -> list[dict[str, Any]]:
     """Each family's paired comparisons (``(fixed fields, a, b)``: Δ = a − b on the pairs both have), then its BH
-    and MDE. The bootstraps of every family run together (``paired_differences``: one matrix product per number
-    of shared pairs), each the same as ``rubriclab.stats.paired_bootstrap`` on its own."""
+    and MDE. The bootstrap intervals of every family run together (``paired_differences``: one matrix product per
+    number of shared pairs), each the same as ``rubriclab.stats.paired_bootstrap`` on its own; the p-values are
+    paired t-tests, whose smallest value is not floored by the number of resamples (a bootstrap p-value cannot go
+    below 2/(B + 1), above the Bonferroni level of a large family)."""
     aligned = [[shared(va, vb) for _, va, vb in family] for family in families]
     todo = [(a, b) for family in aligned for a, b in family if len(a) >= 2]
     done = iter(paired_differences(todo, s.n_boot, s.confidence, s.seed))
+    tested = iter(_t_tests(todo))
     out: list[dict[str, Any]] = []
     for family, pairs in zip(families, aligned, strict=True):
-        rows = [_paired_row(fixed, len(a), next(done) if len(a) >= 2 else None, s)
+        rows = [_paired_row(fixed, len(a), *((next(done), next(tested)) if len(a) >= 2 else (None, None)), s)
                 for (fixed, _, _), (a, _) in zip(family, pairs, strict=True)]
         out += _adjust(rows, s)
     return out
 
 
-def _paired_row(fixed: dict[str, Any], n_common: int, res: dict[str, Any] | None, s: Settings) -> dict[str, Any]:
-    """One paired comparison, before the family's BH and MDE."""
+def _paired_row(fixed: dict[str, Any], n_common: int, res: dict[str, Any] | None, test: dict[str, float] | None,
+                s: Settings) -> dict[str, Any]:
+    """One paired comparison, before the family's BH and MDE: Δ and its percentile paired bootstrap interval
+    (``res``), the paired t-test's SE and p-value (``test``)."""
     row: dict[str, Any] = {**fixed, "n_pairs": n_common,
                            "ci": s.interval("pairs").replace("percentile bootstrap", "percentile paired bootstrap"),
                            "p_value": None, "se": None, "low": None, "high": None, "diff": None}
-    if res is None:
+    if res is None or test is None:
         return {**row, "degenerate": "fewer than 2 shared pairs"}
     return {**row, "mean_a": res["mean_a"], "mean_b": res["mean_b"], "diff": res["diff"], "low": res["low"],
-            "high": res["high"], "se": res["se"], "p_value": res["p_value"], "degenerate": res.get("degenerate")}
+            "high": res["high"], "se": test["se"], "p_value": test["p_value"], "boot_se": res["se"],
+            "degenerate": res.get("degenerate")}
+
+
+def _t_tests(todo: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
+    """``paired_t_tests`` of each ``(a, b)``, those of the same length in one call."""
+    out: list[dict[str, float]] = [{} for _ in todo]
+    by_n: dict[int, list[int]] = {}
+    for i, (a, _) in enumerate(todo):
+        by_n.setdefault(len(a), []).append(i)
+    for which in by_n.values():
+        res = paired_t_tests(np.column_stack([todo[i][0] for i in which]), np.column_stack([todo[i][1] for i in which]))
+        for c, i in enumerate(which):
+            out[i] = {"se": float(res["se"][c]), "p_value": float(res["p_value"][c])}
+    return out
 
 
 def _family(values: dict[str, PairValues], names: list[tuple[str, str]], family: str, metric: str,
@@ -461,7 +476,9 @@ def annotator_agreement(rs: RecordedSet, s: Settings) -> dict[str, Any] | None:
 # -- majority of judges, biases ------------------------------------------------------------------------------------
 def majority_of_judges(df: pd.DataFrame, s: Settings, judged: Rows | None = None) -> list[dict[str, Any]]:
     """Per condition with ≥ 3 judges: accuracy of the judges' majority choice per (pair, order) (split votes a
-    tie, no vote at all ``none``), against the best single judge on the same pairs."""
+    tie, no vote at all ``none``), against the best single judge. The best judge is picked on a seeded half of
+    the labelled pairs (``selection``) and compared with the majority on the other half (``evaluation``): picked
+    and compared on the same pairs, its accuracy would be biased upward by the pick."""
     judged = Rows.of(df) if judged is None else judged
     rows = []
     for cond in judged.conditions():
@@ -471,16 +488,33 @@ def majority_of_judges(df: pd.DataFrame, s: Settings, judged: Rows | None = None
             continue
         per_pair = _majority_per_pair(judged, [sl for _, sl in cells], s.tie_credit)
         singles = {j: judged.per_pair(j, cond, "accuracy") for j in judges}
-        means = {j: float(pd.Series(v.values).mean()) for j, v in singles.items()}  # pandas' mean, as before
-        best = max(sorted(singles), key=lambda j: means[j])
-        a, b = shared(per_pair.spread(len(judged.pair_ids)), singles[best])
+        order = np.random.default_rng(s.seed).permutation(per_pair.pairs)
+        select = np.zeros(len(judged.pair_ids), dtype=bool)
+        select[order[: len(order) // 2]] = True
+        means = {j: _mean_on(v, select) for j, v in singles.items()}
+        best = max(sorted(singles), key=lambda j: np.nan_to_num(means[j], nan=-1.0))  # first of equals, by name
+        held = per_pair.spread(len(judged.pair_ids))
+        held = PairValues(held.pairs[~select[held.pairs]], held.values[~select[held.pairs]])
+        a, b = shared(held.spread(len(judged.pair_ids)), singles[best])
         cmp = _paired_bootstrap(a, b, n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence) if len(a) >= 2 else {}
         rows.append({"condition": cond, "judges": judges,
                      "majority_accuracy": _mean_entry(per_pair.values, per_pair.pairs, s, "no pair"),
-                     "best_judge": best, "best_judge_accuracy": means[best],
+                     "best_judge": best, "best_judge_selection_accuracy": means[best],
+                     "selection": f"best judge picked on a seeded half of the {len(order)} labelled pairs "
+                                  f"({len(order) // 2}, seed {s.seed}); compared on the other {len(order) - len(order) // 2}",
+                     "n_selection_pairs": len(order) // 2, "n_evaluation_pairs": int(len(a)),
+                     "best_judge_accuracy": float(np.mean(b)) if len(b) else None,
+                     "majority_evaluation_accuracy": float(np.mean(a)) if len(a) else None,
                      "diff_vs_best": cmp.get("diff"), "diff_low": cmp.get("low"), "diff_high": cmp.get("high"),
-                     "p_value": cmp.get("p_value"), "ci": s.interval("pairs").replace("bootstrap", "paired bootstrap")})
+                     "p_value": cmp.get("p_value"), "ci": s.interval("pairs").replace("bootstrap", "paired bootstrap")
+                     + ", on the evaluation half"})
     return rows
+
+
+def _mean_on(values: PairValues, keep: np.ndarray) -> float:
+    """The mean of a cell's per-pair values over the pairs ``keep`` marks (NaN when it has none of them)."""
+    picked = values.values[keep[values.pairs]]
+    return float(picked.mean()) if len(picked) else float("nan")
 
 
 def _majority_per_pair(judged: Rows, slices: list[slice], tie_credit: float) -> PairValues:
@@ -505,37 +539,9 @@ def _majority_per_pair(judged: Rows, slices: list[slice], tie_credit: float) -> 
 
 
 def biases(rs: RecordedSet, df: pd.DataFrame, s: Settings, judged: Rows | None = None) -> list[dict[str, Any]]:
-    """Per judge × condition (and for the labels themselves): the probability of preferring the longer response
-    (pairs whose outputs differ in length) and the one with a list (pairs where exactly one has one), among
-    first/second verdicts."""
-    longer = {pid: _longer(p) for pid, p in rs.pairs.items()}
-    listed = {pid: _with_list(p) for pid, p in rs.pairs.items()}
-    rows = []
-    if not any(longer.values()) and not any(listed.values()):
-        return rows
-    judged = Rows.of(df) if judged is None else judged
-    # per pair code: the preferred side's choice code, -1 where the outputs do not differ in this respect
-    sides = {name: np.array([CHOICES.index(side[pid]) if side.get(pid) else -1 for pid in judged.pair_ids], dtype=int)
-             for name, side in (("prefers_longer", longer), ("prefers_list", listed))}
-    for (judge, cond), sl in judged.cells.items():
-        choice, pair = judged.choice[sl], judged.pair[sl]
-        decided = choice < CHOICES.index("tie")  # 1 or 2
-        if not decided.any():
-            continue
-        row: dict[str, Any] = {"judge": judge, "condition": cond}
-        for name, side in sides.items():
-            ok = decided & (side[pair] >= 0)
-            row[name] = _mean_entry((choice[ok] == side[pair[ok]]).astype(float), pair[ok], s,
-                                    "no pair where the outputs differ in this respect")
-        rows.append(row)
-    labelled = [(pid, p.label) for pid, p in rs.pairs.items() if p.label in ("1", "2")]
-    row = {"judge": "(labels)", "condition": "—"}
-    for name, side in (("prefers_longer", longer), ("prefers_list", listed)):
-        use = [(pid, lab == side[pid]) for pid, lab in labelled if side[pid]]
-        row[name] = _mean_entry(np.array([v for _, v in use], dtype=float), np.array([pid for pid, _ in use]), s,
-                                "no labelled pair where the outputs differ in this respect")
-    rows.append(row)
-    return rows
+    """Per judge × condition (and for the labels themselves): AlpacaEval's P(prefer longer) and P(prefer lists),
+    every left-out pair counted, judge and labels on the same pairs (``rubriclab.recorded._biases``)."""
+    return bias_rows(rs, Rows.of(df) if judged is None else judged, s, _mean_entry)[0]
 
 
 # -- all together --------------------------------------------------------------------------------------------------
@@ -573,5 +579,5 @@ def _analyze(rs: RecordedSet, s: Settings) -> RecordedAnalysis:
     res.judge_agreement = judge_agreement(df, s)
     res.annotator_agreement = annotator_agreement(rs, s)
     res.majority = majority_of_judges(df, s, rows)
-    res.biases = biases(rs, df, s, rows)
+    res.biases, res.bias_info = bias_rows(rs, rows, s, _mean_entry)
     return res

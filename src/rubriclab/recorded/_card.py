@@ -10,7 +10,9 @@ from typing import Any
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab.recorded._analysis import CELL_METRICS, RecordedAnalysis
+from rubriclab.recorded._analysis import CELL_METRICS, MIN_MAJORITY_JUDGES, RecordedAnalysis
+from rubriclab.reporting import files_line
+from rubriclab.stats import TIES_COMMON
 
 MAIN_COLUMNS = {
     "accuracy": "Acc", "accuracy_original": "Acc orig", "accuracy_swapped": "Acc swap", "both_correct": "Both",
@@ -19,8 +21,8 @@ MAIN_COLUMNS = {
 
 
 CONTRAST_COLUMNS = ["family", "metric", "contrast", "judge", "a", "b", "n_pairs", "mean_a", "mean_b", "diff", "low",
-                    "high", "se", "p_value", "p_adjusted", "mde", "mde_alpha", "family_size", "label", "ci",
-                    "degenerate"]
+                    "high", "se", "p_value", "p_adjusted", "mde", "mde_alpha", "family_size", "label", "ci", "test",
+                    "boot_se", "degenerate"]
 
 
 def fmt(e: dict[str, Any] | None, digits: int = 3) -> str:
@@ -59,8 +61,26 @@ def cells_frame(analysis: RecordedAnalysis) -> pd.DataFrame:
         for m in CELL_METRICS:
             e = c["metrics"].get(m) or {}
             row.update({m: e.get("value"), f"{m}_low": e.get("low"), f"{m}_high": e.get("high"), f"{m}_n": e.get("n")})
+        alt = (c["metrics"].get("accuracy") or {}).get("at_other_tie_credit")
+        row.update({"tie_credit": s.tie_credit, "accuracy_other_tie_credit": alt["tie_credit"] if alt else None,
+                    "accuracy_at_other_tie_credit": alt["value"] if alt else None})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _other_rule(analysis: RecordedAnalysis) -> tuple[str, str] | None:
+    """The column of accuracies under the other tie rule and its note, when some cell's ties are common."""
+    alts = [c["metrics"]["accuracy"]["at_other_tie_credit"] for c in analysis.cells
+            if (c["metrics"].get("accuracy") or {}).get("at_other_tie_credit")]
+    if not alts:
+        return None
+    other = alts[0]["tie_credit"]
+    return (f"Acc, ties at {other:g}",
+            f"Acc, ties at {other:g}: the accuracy under the other tie rule, given where a cell's tie verdicts on pairs "
+            f"labelled 1 or 2 are more than {100 * TIES_COMMON:g}% of its labelled judgments ({len(alts)} of "
+            f"{len(analysis.cells)} cells; — elsewhere: there the two rules differ by at most "
+            f"{TIES_COMMON * abs(other - analysis.settings.tie_credit):.3f}). The card's rule is the project's: a tie "
+            f"earns {analysis.settings.tie_credit:g}.")
 
 
 def _interval_line(analysis: RecordedAnalysis) -> str:
@@ -68,8 +88,8 @@ def _interval_line(analysis: RecordedAnalysis) -> str:
     return (f"Intervals: {s.interval('pairs')} — all judgments of a drawn pair come along. n: pairs for Acc (mean over "
             "the orders a pair was judged in), Both and Pos. agree (pairs judged in both orders); judgments for Acc "
             "orig / Acc swap, κ and macro-F1 (both orders pooled), and 1st-pos (first/second verdicts only). "
-            f"A tie earns credit {s.tie_credit:g}; a reply that is no verdict (`none`) is wrong and stays in every "
-            "denominator (column none).")
+            f"A tie earns credit {s.tie_credit:g} (the project's one rule: a fair coin's expected credit; column ties: "
+            "tie verdicts); a reply that is no verdict (`none`) is wrong and stays in every denominator (column none).")
 
 
 def card_markdown(analysis: RecordedAnalysis, publisher: dict[str, Any] | None = None) -> str:
@@ -87,13 +107,18 @@ def card_markdown(analysis: RecordedAnalysis, publisher: dict[str, Any] | None =
     if analysis.notes:
         md += [f"- {x}" for x in analysis.notes] + [""]
     md += ["## Judges × conditions", "", _interval_line(analysis), ""]
-    header = ["judge", "condition", *MAIN_COLUMNS.values(), "none", "n pairs"]
+    other = _other_rule(analysis)
+    header = ["judge", "condition", *MAIN_COLUMNS.values(), "ties", *([other[0]] if other else []), "none", "n pairs"]
     rows = []
     for c in analysis.cells:
         m = c["metrics"]
+        alt = (m.get("accuracy") or {}).get("at_other_tie_credit")
         rows.append([c["judge"], c["condition"], *(fmt(m.get(k)) if m.get(k, {}).get("value") is not None else "—"
-                                                   for k in MAIN_COLUMNS), c["n_none"], c["n_pairs"]])
+                                                   for k in MAIN_COLUMNS), c["n_tie"],
+                     *([_num(alt["value"]) if alt else "—"] if other else []), c["n_none"], c["n_pairs"]])
     md += _md_table(header, rows) + [""]
+    if other:
+        md += [other[1], ""]
     missing = sorted({f"{MAIN_COLUMNS[k]}: {c['metrics'][k]['reason']}" for c in analysis.cells for k in MAIN_COLUMNS
                       if c["metrics"].get(k, {}).get("value") is None})
     if missing:
@@ -106,15 +131,37 @@ def card_markdown(analysis: RecordedAnalysis, publisher: dict[str, Any] | None =
     if publisher:
         md += [f"## Publisher check ({publisher['kind']})", "", publisher["summary"], ""]
         if publisher["kind"].startswith("pandalm"):
-            md += _md_table(["metric", "pandalm-7b", "gpt-3.5-turbo", "ratio", "claimed"],
-                            [[r["metric"], _num(r["pandalm-7b"], 4), _num(r["gpt-3.5-turbo"], 4),
+            md += _md_table(["metric", "no verdict counted", "pandalm-7b", "gpt-3.5-turbo", "ratio", "claimed"],
+                            [[r["metric"], r["convention"], _num(r["pandalm-7b"], 4), _num(r["gpt-3.5-turbo"], 4),
                               f"{100 * r['ratio']:.2f}%", "93.75%" if r["claimed"] else "—"]
                              for r in publisher["rows"]]) + [""]
-    md += ["Files: `card.json` (everything), `card.csv` (this table with every metric's interval and n), "
-           "`comparisons.csv`, `contrasts.csv`, `agreement.csv`, `majority.csv`, `biases.csv`, `judgments.parquet` (every judgment: "
-           "verdict as presented, choice, label, raw text, generated text)"
-           + (", `publisher_check.csv`" if publisher else "") + ".", ""]
+    md += [files_line([("card.json", "everything"), ("card.csv", "this table with every metric's interval and n"),
+                       ("comparisons.csv", None), ("contrasts.csv", None), ("agreement.csv", None),
+                       ("majority.csv", None), ("biases.csv", None),
+                       ("judgments.parquet", "every judgment: verdict as presented, choice, label, raw text, "
+                                             "generated text"),
+                       *([("publisher_check.csv", None)] if publisher else [])], empty_tables(analysis)), ""]
     return "\n".join(md)
+
+
+def empty_tables(analysis: RecordedAnalysis) -> dict[str, str]:
+    """Why each of the card's tables is empty on this source (only those that are)."""
+    src = analysis.source
+    out = {}
+    if not analysis.comparisons:
+        out["comparisons.csv"] = "no judge has two conditions and no condition two judges: nothing to compare"
+    if not analysis.contrasts:
+        out["contrasts.csv"] = ("no named contrast: the source's format defines none and `recorded.contrasts` is "
+                                "null (set {name: [condition a, condition b]} to ask one)" if not src.get("contrasts")
+                                else "no judge has both conditions of a named contrast")
+    if not analysis.judge_agreement and not analysis.annotator_agreement:
+        out["agreement.csv"] = "fewer than 2 judges in every condition and fewer than 2 annotators on every pair"
+    if not analysis.majority:
+        out["majority.csv"] = (f"a majority of judges needs ≥ {MIN_MAJORITY_JUDGES} judges with labelled pairs in "
+                               "one condition; no condition has them")
+    if not analysis.biases:
+        out["biases.csv"] = "no pair's outputs differ in length or lists (or the source holds no output texts)"
+    return out
 
 
 def headline(source: dict[str, Any]) -> str:
@@ -155,7 +202,8 @@ def _contrasts_md(analysis: RecordedAnalysis) -> list[str]:
           f"judged; {s.interval('pairs').replace('bootstrap', 'paired bootstrap')}; q = Benjamini–Hochberg over "
           "the family (every judge × contrast of one metric: "
           + ", ".join(f"{m} m={sum(r['metric'] == m for r in rows)}" for m in dict.fromkeys(r["metric"] for r in rows))
-          + f") at {s.alpha:g}; MDE at the Bonferroni level α/m, power {s.power:g}.", ""]
+          + f") at {s.alpha:g} of two-sided paired t-test p-values; MDE: the t-test's at the Bonferroni level α/m, "
+          f"power {s.power:g}.", ""]
     keyed = {(r["judge"], r["contrast"], r["metric"]): r for r in rows}
     table = []
     for judge, name in dict.fromkeys((r["judge"], r["contrast"]) for r in rows):
@@ -175,8 +223,8 @@ def _comparisons_md(analysis: RecordedAnalysis) -> list[str]:
     md = ["## Paired comparisons", "",
           f"On the pairs both sides judged; Δ = a − b; {s.interval('pairs').replace('bootstrap', 'paired bootstrap')}; "
           f"q = Benjamini–Hochberg over the family (one judge's conditions for a metric, or one condition's judges) at "
-          f"{s.alpha:g}; \"none detected\" states the MDE at the Bonferroni level α/m of the family, power "
-          f"{s.power:g} (m and the full labels in comparisons.csv).", ""]
+          f"{s.alpha:g} of two-sided paired t-test p-values; \"none detected\" states the t-test's MDE at the "
+          f"Bonferroni level α/m of the family, power {s.power:g} (m and the full labels in comparisons.csv).", ""]
     within = [r for r in rows if r["family"].startswith("judge:")]
     if within:
         md += ["### Conditions within a judge" + (f" (each against `{s.baseline}`)" if s.baseline else ""), ""]
@@ -241,40 +289,80 @@ def _majority_md(analysis: RecordedAnalysis) -> list[str]:
     if not analysis.majority:
         return []
     md = ["## Majority of judges", "",
-          "Per (pair, order) the judges' most frequent choice (a split vote is a tie, no vote `none`), against the "
-          "best single judge of the condition on the same pairs (paired bootstrap).", ""]
-    md += _md_table(["condition", "judges", "majority accuracy", "best judge", "its accuracy", "Δ [CI]"],
+          "Per (pair, order) the judges' most frequent choice (a split vote is a tie, no vote `none`). The best single "
+          "judge is picked on a seeded half of the labelled pairs (its accuracy there: \"on the picking half\") and "
+          "compared with the majority on the other half (paired bootstrap): picked and compared on the same pairs, "
+          "its luck in the pick would count as skill.", ""]
+    md += _md_table(["condition", "judges", "majority accuracy (all pairs)", "best judge", "on the picking half",
+                     "n compared", "majority, compared half", "best judge, compared half", "Δ [CI]"],
                     [[r["condition"], len(r["judges"]), fmt(r["majority_accuracy"]), r["best_judge"],
-                      _num(r["best_judge_accuracy"]), f"{_num(r['diff_vs_best'])} [{_num(r['diff_low'])}, "
-                      f"{_num(r['diff_high'])}]"] for r in analysis.majority]) + [""]
+                      _num(r["best_judge_selection_accuracy"]), r["n_evaluation_pairs"],
+                      _num(r["majority_evaluation_accuracy"]), _num(r["best_judge_accuracy"]),
+                      f"{_num(r['diff_vs_best'])} [{_num(r['diff_low'])}, {_num(r['diff_high'])}]"]
+                     for r in analysis.majority]) + [""]
     return md
+
+
+BIAS_TITLES = {"prefers_longer": "Prefers the longer output", "prefers_list": "Prefers the output with a list"}
+
+
+def bias_tables(biases: list[dict[str, Any]], info: dict[str, Any], interval: str) -> list[tuple[str, str, list]]:
+    """Per bias: its title, what it is (AlpacaEval's definition, the pairs it covers, what was left out and why)
+    and its table rows (judge, condition, rate [CI], n, left out, the labels on the same pairs, judge − labels)."""
+    out = []
+    for name, title in BIAS_TITLES.items():
+        rows = []
+        for r in biases:
+            e = r.get(name) or {}
+            left = "; ".join(f"{why} {k}" for why, k in (e.get("excluded") or {}).items() if k)
+            same = r.get(f"{name}_same_pairs")
+            rows.append([r["judge"], r["condition"], fmt(e), e.get("n", 0), left or "—",
+                         fmt(same["labels"]) if same else "—", fmt(same["excess"]) if same else "—",
+                         same["n_pairs"] if same else "—"])
+        what = (f"{(info.get('definitions') or {}).get(name, '')}; {info.get('n_pairs_differing', {}).get(name, 0)} "
+                f"of {info.get('n_pairs', 0)} pairs qualify. n = judgments (the labels' row: pairs); left out: "
+                "judgments on pairs that do not qualify and tie / no-verdict judgments (the labels' row: pairs "
+                "labelled a tie). Labels, same pairs: the labels' rate on exactly the pairs where the judge decided "
+                "and the label is 1 or 2; judge − labels: the paired difference on those pairs (percentile paired "
+                f"bootstrap over pairs). {interval}.")
+        out.append((title, what, rows))
+    return out
+
+
+BIAS_HEADER = ["judge", "condition", "rate [CI]", "n", "left out", "labels, same pairs [CI]", "judge − labels [CI]",
+               "n pairs"]
 
 
 def _bias_md(analysis: RecordedAnalysis) -> list[str]:
     if not analysis.biases:
         return []
-    md = ["## Surface biases", "",
-          "Probability of preferring the longer output (pairs whose outputs differ in length, in characters) and "
-          "the one with a list (pairs where exactly one output has ≥ 2 bulleted or numbered lines), among "
-          "first/second verdicts; `(labels)` is the same rate for the pairs' labels. "
-          + analysis.settings.interval("pairs") + "; n = judgments.", ""]
-    md += _md_table(["judge", "condition", "prefers longer", "n", "prefers list", "n"],
-                    [[r["judge"], r["condition"], fmt(r["prefers_longer"]), r["prefers_longer"]["n"],
-                      fmt(r["prefers_list"]), r["prefers_list"]["n"]] for r in analysis.biases]) + [""]
+    info = analysis.bias_info
+    md = ["## Surface biases (AlpacaEval's definitions)", "",
+          f"AlpacaEval's evaluator-leaderboard quantities (`alpaca_eval.analyze`), thresholds as settings: lengths "
+          f"differ by more than `recorded.length_delta` = {info.get('length_delta')} characters; a list is "
+          f"≥ `recorded.min_list_items` = {info.get('min_list_items')} line(s) matched by `alpaca_eval.utils."
+          f"contains_list`. {info.get('n_pairs_with_an_empty_output', 0)} pair(s) have an empty output: kept, as "
+          "AlpacaEval keeps them (the empty one is the shorter, with no list).", ""]
+    for title, what, rows in bias_tables(analysis.biases, info, analysis.settings.interval("pairs")):
+        md += [f"### {title}", "", what, ""] + _md_table(BIAS_HEADER, rows) + [""]
     return md
 
 
 def _flat(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    """One row per dict, nested dicts as ``a.b.c`` columns, lists joined."""
+    def walk(prefix: str, v: Any, flat: dict[str, Any]) -> None:
+        if isinstance(v, dict):
+            for kk, vv in v.items():
+                walk(f"{prefix}.{kk}" if prefix else str(kk), vv, flat)
+        elif isinstance(v, list):
+            flat[prefix] = ", ".join(map(str, v))
+        else:
+            flat[prefix] = v
+
     out = []
     for r in rows:
         flat: dict[str, Any] = {}
-        for k, v in r.items():
-            if isinstance(v, dict):
-                flat.update({f"{k}.{kk}": vv for kk, vv in v.items() if not isinstance(vv, (dict, list))})
-            elif isinstance(v, list):
-                flat[k] = ", ".join(map(str, v))
-            else:
-                flat[k] = v
+        walk("", r, flat)
         out.append(flat)
     return pd.DataFrame(out)
 

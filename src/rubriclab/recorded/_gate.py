@@ -22,6 +22,7 @@ from rubriclab.drift import DriftCheck, compare_verdicts
 from rubriclab.errors import InputError
 from rubriclab.judging import status_of
 from rubriclab.recorded._records import ORDERS, RecordedSet
+from rubriclab.stats import TIE_CREDIT
 
 ONE_DOMAIN = "all"
 _LETTER = {"first": "A", "second": "B", "tie": "tie", "none": None}
@@ -95,7 +96,7 @@ def gate_inputs(rs: RecordedSet, *, judge: str, from_condition: str, to_conditio
 def recorded_gate(rs: RecordedSet, *, judge: str, from_condition: str, to_condition: str,
                   to_judge: str | None = None, order: str = "original", bench_domain: str | None = None,
                   alpha: float = 0.05, power: float = 0.8, n_boot: int = 2000, confidence: float = 0.95,
-                  tie_credit: float = 0.0, epsilon: float = 0.05, seed: int = 0) -> DriftCheck:
+                  tie_credit: float = TIE_CREDIT, epsilon: float = 0.05, seed: int = 0) -> DriftCheck:
     """The drift gate's decision per domain between two sides of recorded verdicts (see the module docstring)."""
     rows, pairs, notes = gate_inputs(rs, judge=judge, from_condition=from_condition, to_condition=to_condition,
                                      to_judge=to_judge, order=order)

@@ -13,30 +13,63 @@ PANDALM_CLAIM = 0.9375
 PANDALM_JUDGES = ("pandalm-7b", "gpt-3.5-turbo")
 
 
-def _value(analysis: RecordedAnalysis, judge: str, condition: str, metric: str) -> float | None:
-    try:
-        return analysis.cell(judge, condition)["metrics"][metric]["value"]
-    except KeyError:
+CONVENTIONS = {"none wrong": "a reply that is no verdict counts wrong (its own class)",
+               "none = tie": "a reply that is no verdict counts as a tie verdict"}
+
+
+def _classification(rs: RecordedSet, judge: str, condition: str, convention: str) -> dict[str, float] | None:
+    """PandaLM's task as a 3-class classification (labels 1, 2, tie; the majority of the annotators): accuracy
+    (verdict = label; a tie verdict on a 1/2 label is wrong, as in the publisher's evaluation) and macro-F1 over the
+    label classes (``sklearn.metrics.f1_score``), under ``convention`` for a reply that is no verdict."""
+    from sklearn.metrics import accuracy_score, f1_score
+
+    rows = [(rs.pairs[j.pair_id].label, j.choice) for j in rs.judgments
+            if (j.judge, j.condition) == (judge, condition) and rs.pairs[j.pair_id].label is not None]
+    if not rows:
         return None
+    labels = [lab for lab, _ in rows]
+    preds = [("tie" if c == "none" else c) if convention == "none = tie" else c for _, c in rows]
+    classes = [c for c in ("1", "2", "tie") if c in set(labels)]
+    return {"accuracy": float(accuracy_score(labels, preds)),
+            "macro_f1": float(f1_score(labels, preds, labels=classes, average="macro", zero_division=0)),
+            "n": len(rows)}
 
 
-def pandalm_claims(analysis: RecordedAnalysis, condition: str = "published") -> list[dict[str, Any]]:
-    """The README's "PandaLM-7B … 93.75% of GPT-3.5's F1" against the macro-F1 (and accuracy) ratio the files give
-    under the card's rule; empty when either judge is absent."""
+def pandalm_claims(rs: RecordedSet, condition: str = "published") -> list[dict[str, Any]]:
+    """The README's "PandaLM-7B … 93.75% of GPT-3.5's F1" against the macro-F1 and accuracy ratios the files give,
+    under both conventions for gpt-3.5-turbo's unparseable replies (wrong, or a tie); empty when a judge is absent.
+    The claim holds only where it holds under both."""
     mine, ref = PANDALM_JUDGES
     rows = []
-    for metric in ("macro_f1", "accuracy"):
-        a, b = _value(analysis, mine, condition, metric), _value(analysis, ref, condition, metric)
-        if a is None or b is None or not b:
-            continue
-        ratio = a / b
-        rows.append({
-            "claim": "PandaLM README: PandaLM-7B reaches 93.75% of GPT-3.5's F1 (evaluation ability)",
-            "metric": metric, mine: a, ref: b, "ratio": ratio, "claimed": PANDALM_CLAIM if metric == "macro_f1" else None,
-            "agrees": (abs(ratio - PANDALM_CLAIM) < 0.005) if metric == "macro_f1" else None,
-            "rule": analysis.source.get("label_rule", "") + "; a reply that is no verdict counts wrong; ties a class",
-        })
+    for convention, rule in CONVENTIONS.items():
+        a, b = _classification(rs, mine, condition, convention), _classification(rs, ref, condition, convention)
+        if a is None or b is None:
+            return []
+        for metric in ("macro_f1", "accuracy"):
+            ratio = a[metric] / b[metric] if b[metric] else float("nan")
+            rows.append({"claim": "PandaLM README: PandaLM-7B reaches 93.75% of GPT-3.5's F1 (evaluation ability)",
+                         "metric": metric, "convention": convention, mine: a[metric], ref: b[metric], "ratio": ratio,
+                         "n": a["n"], "claimed": PANDALM_CLAIM if metric == "macro_f1" else None,
+                         "agrees": bool(abs(ratio - PANDALM_CLAIM) < 0.005) if metric == "macro_f1" else None,
+                         "rule": f"{rs.label_rule}; ties a class (a tie verdict on a 1/2 label is wrong); {rule}"})
     return rows
+
+
+def _claim_summary(rows: list[dict[str, Any]]) -> str:
+    f1 = {r["convention"]: r for r in rows if r["metric"] == "macro_f1"}
+    acc = {r["convention"]: r for r in rows if r["metric"] == "accuracy"}
+    f1_ratios = sorted(r["ratio"] for r in f1.values())
+    acc_ratios = sorted(r["ratio"] for r in acc.values())
+    per = "; ".join(f"{c}: macro-F1 {100 * f1[c]['ratio']:.2f}%, accuracy {100 * acc[c]['ratio']:.2f}%" for c in f1)
+    holds = [c for c, r in f1.items() if r["agrees"]]
+    verdict = ("The 93.75% F1 claim holds under both conventions." if len(holds) == len(f1) else
+               "The 93.75% F1 claim holds under neither convention." if not holds else
+               f"The 93.75% F1 claim holds only with {holds[0]}, so it is not supported: it depends on the convention.")
+    return (f"PandaLM's README says PandaLM-7B reaches 93.75% of GPT-3.5's F1. From the published files (labels: the "
+            f"annotators' majority, ties a class), PandaLM-7B's score as a share of gpt-3.5-turbo's, with "
+            f"gpt-3.5-turbo's unparseable replies counted wrong or as ties — {per}. {verdict} What holds under both: "
+            f"PandaLM-7B's macro-F1 is {100 * f1_ratios[0]:.1f}%–{100 * f1_ratios[-1]:.1f}% of gpt-3.5-turbo's and "
+            f"its accuracy {100 * acc_ratios[0]:.1f}%–{100 * acc_ratios[-1]:.1f}%.")
 
 
 def publisher_check(rs: RecordedSet, analysis: RecordedAnalysis) -> dict[str, Any] | None:
@@ -59,15 +92,8 @@ def publisher_check(rs: RecordedSet, analysis: RecordedAnalysis) -> dict[str, An
                                                    f"{r['published']!r}, here {r['reproduced']!r}" for r in bad[:10])
         return {"kind": "llmbar statistics.json", "rows": rows, "summary": summary}
     if rs.format == "pandalm":
-        rows = pandalm_claims(analysis)
+        rows = pandalm_claims(rs)
         if not rows:
             return None
-        f1 = next((r for r in rows if r["metric"] == "macro_f1"), None)
-        summary = ""
-        if f1 is not None:
-            summary = (f"PandaLM's README says PandaLM-7B reaches 93.75% of GPT-3.5's F1. From the published files, "
-                       f"under the rule above, PandaLM-7B's macro-F1 is {f1['pandalm-7b']:.4f} and gpt-3.5-turbo's "
-                       f"{f1['gpt-3.5-turbo']:.4f}: a ratio of {100 * f1['ratio']:.2f}%"
-                       + (", consistent with the claim." if f1["agrees"] else ", not 93.75%."))
-        return {"kind": "pandalm README claim", "rows": rows, "summary": summary}
+        return {"kind": "pandalm README claim", "rows": rows, "summary": _claim_summary(rows)}
     return None

@@ -96,17 +96,22 @@ def _header(card: dict[str, Any], project: Path) -> str:
 def _cells_md(card: dict[str, Any]) -> str:
     s = card["settings"]
     rows = []
-    for c in card["cells"]:
+    alts = [(m.get("accuracy") or {}).get("at_other_tie_credit") for m in (c["metrics"] for c in card["cells"])]
+    other = next((a["tie_credit"] for a in alts if a), None)
+    for c, alt in zip(card["cells"], alts, strict=True):
         m = c["metrics"]
         rows.append([c["judge"], c["condition"], *(_entry(m.get(k)) for k in CELL_COLUMNS), c["n_none"], c["n_tie"],
-                     c["n_pairs"]])
+                     *([_num(alt["value"]) if alt else "—"] if other is not None else []), c["n_pairs"]])
+    alt_note = (f" Acc, ties at {other:g}: the accuracy under the other tie rule, shown where a cell's ties on pairs "
+                f"labelled 1 or 2 are more than 5% of its labelled judgments (— elsewhere)." if other is not None else "")
     return ("### Judges × conditions\n\n"
             f"Each value with its {_interval_text(s)} interval; all judgments of a drawn pair come along. n: "
             "pairs for Acc (mean over the orders a pair was judged in), Both orders right and Pos. agreement; judgments for the per-order "
             "accuracies, κ and macro-F1; first/second verdicts for the 1st-position rate (per cell in card.csv). "
-            f"A tie earns credit {s.get('tie_credit', 0):g}; `none` is wrong and stays in every denominator. "
-            "— : not defined here (e.g. one presentation order only).\n\n"
-            + _table(["judge", "condition", *CELL_COLUMNS.values(), "none", "ties", "n pairs"], rows))
+            f"A tie earns credit {s.get('tie_credit', 0.5):g} (the project's one rule); `none` is wrong and stays in "
+            f"every denominator.{alt_note} — : not defined here (e.g. one presentation order only).\n\n"
+            + _table(["judge", "condition", *CELL_COLUMNS.values(), "none", "ties",
+                      *([f"Acc, ties at {other:g}"] if other is not None else []), "n pairs"], rows))
 
 
 def _contrast_label(row: dict[str, Any]) -> str:
@@ -195,11 +200,13 @@ def _publisher_md(card: dict[str, Any]) -> str:
                            ["kappa_* (the publisher's encoding)", len(kappas), sum(bool(r["match"]) for r in kappas),
                             len({(r["judge"], r["condition"]) for r in kappas})]])]
     elif rows:
-        judges = [k for k in rows[0] if k not in ("claim", "metric", "ratio", "claimed", "agrees", "rule")]
-        md += ["", f"Rule: {rows[0].get('rule', '—')}.", "",
-               _table(["metric", *judges, f"ratio {judges[0]} / {judges[-1]}", "claimed", "the files give the claim?"],
-                      [[r["metric"], *(_num(r.get(j), 4) for j in judges), f"{100 * r['ratio']:.2f}%",
-                        f"{100 * r['claimed']:.2f}%" if r.get("claimed") else "—",
+        judges = [k for k in rows[0] if k not in ("claim", "metric", "convention", "ratio", "claimed", "agrees",
+                                                  "rule", "n")]
+        md += ["", f"Labels: {rows[0].get('rule', '—').split(';')[0]}; n = {rows[0].get('n', '—')} pairs.", "",
+               _table(["metric", "no verdict counted", *judges, f"ratio {judges[0]} / {judges[-1]}", "claimed",
+                       "the files give the claim?"],
+                      [[r["metric"], r.get("convention", "—"), *(_num(r.get(j), 4) for j in judges),
+                        f"{100 * r['ratio']:.2f}%", f"{100 * r['claimed']:.2f}%" if r.get("claimed") else "—",
                         "—" if r.get("agrees") is None else ("yes" if r["agrees"] else "**no**")] for r in rows])]
     return "\n".join(md)
 
@@ -234,21 +241,28 @@ def _agreement_details(card: dict[str, Any]) -> tuple[str, str, str] | None:
 
 def _majority_details(card: dict[str, Any]) -> tuple[str, str, str] | None:
     rows = [[r["condition"], len(r["judges"]), _entry(r["majority_accuracy"]), r["best_judge"],
-             _num(r["best_judge_accuracy"]), f"{_num(r.get('diff_vs_best'), sign=True)} "
+             _num(r.get("best_judge_selection_accuracy")), r.get("n_evaluation_pairs"),
+             _num(r.get("majority_evaluation_accuracy")), _num(r["best_judge_accuracy"]),
+             f"{_num(r.get('diff_vs_best'), sign=True)} "
              f"[{_num(r.get('diff_low'), sign=True)}, {_num(r.get('diff_high'), sign=True)}]"]
             for r in card.get("majority") or []]
     return _frame_details(rows, ["condition", "judges", "majority accuracy [CI]", "best single judge",
-                                 "its accuracy", "Δ majority − best [paired CI]"],
-                          "Majority of judges against the best single judge of each condition")
+                                 "its accuracy where picked", "n compared", "majority, compared half",
+                                 "best judge, compared half", "Δ majority − best [paired CI]"],
+                          "Majority of judges against the best single judge of each condition (picked on a seeded "
+                          "half of the pairs, compared on the other half)")
 
 
-def _bias_details(card: dict[str, Any]) -> tuple[str, str, str] | None:
-    rows = [[r["judge"], r["condition"], _entry(r["prefers_longer"]), r["prefers_longer"]["n"],
-             _entry(r["prefers_list"]), r["prefers_list"]["n"]] for r in card.get("biases") or []]
-    return _frame_details(rows, ["judge", "condition", "prefers the longer output [CI]", "n",
-                                 "prefers the output with a list [CI]", "n"],
-                          "Surface biases among first/second verdicts; (labels): the same rate for the labels "
-                          f"({_interval_text(card['settings'])})")
+def _bias_details(card: dict[str, Any]) -> list[tuple[str, str, str]]:
+    from rubriclab.recorded._card import BIAS_HEADER, bias_tables
+
+    out = []
+    for title, what, rows in bias_tables(card.get("biases") or [], card.get("bias_info") or {},
+                                         _interval_text(card["settings"])):
+        block = _frame_details(rows, BIAS_HEADER, f"{title} (AlpacaEval's definition): {what}")
+        if block:
+            out.append(block)
+    return out
 
 
 def _csv(path: Path, title: str, columns: list[str] | None = None) -> tuple[str, str, str] | None:
@@ -267,10 +281,40 @@ def _csv(path: Path, title: str, columns: list[str] | None = None) -> tuple[str,
 
 
 def _ci(row: Any, method: str) -> str:
+    """``value [low, high]`` with the interval's simulated coverage; ✗ where the coverage does not support the
+    nominal level (the table's header states it only for the intervals that hold it)."""
     value = row.get(method)
     if value is None or pd.isna(value):
         return "—"
-    return f"{value:.3f} [{row[method + '_low']:.3f}, {row[method + '_high']:.3f}]"
+    text = f"{value:.3f} [{row[method + '_low']:.3f}, {row[method + '_high']:.3f}]"
+    cov = row.get(f"{method}_coverage")
+    if cov is not None and not pd.isna(cov):
+        held = str(row.get(f"{method}_level") or "").startswith("not a")
+        text += f" cov {cov:.3f}" + (" ✗" if held else "")
+    return text
+
+
+def _coverage_text(done: pd.DataFrame, s: dict[str, Any], level: str) -> str:
+    """What the coverage simulation found, per estimator: median and least coverage over the cells, and in how
+    many cells the nominal level held."""
+    draws = s.get("coverage_draws") or 0
+    cols = [m for m in ("labels_only", "ppi", "isotonic", "judge_only") if f"{m}_coverage" in done]
+    if not draws or not cols or done[cols[0] + "_coverage"].isna().all():
+        return (f"their coverage was not simulated (`recorded.calibrate.coverage_draws`: {draws}, or the source is "
+                f"not fully labelled), so no interval here is claimed to hold {level}.")
+    names = {"labels_only": "labels-only", "ppi": "PPI", "isotonic": "isotonic", "judge_only": "judge-only"}
+    parts = []
+    for m in cols:
+        cov = done[f"{m}_coverage"].dropna()
+        if cov.empty:
+            continue
+        held = int((~done[f"{m}_level"].astype(str).str.startswith("not a")).sum())
+        parts.append(f"{names[m]} median {cov.median():.3f} (least {cov.min():.3f}; {level} held in {held} of "
+                     f"{len(cov)} cells)")
+    return (f"checked by simulation: over {draws} seeded label draws of the same size per cell, the share whose "
+            f"interval holds the all-labels value — " + "; ".join(parts) + ". An interval is called "
+            f"{level} only where that coverage is within the simulation's error of it (marked ✗ otherwise, and "
+            "calibration.csv's `<method>_level` says so).")
 
 
 def _calibration(d: Path) -> list[tuple]:
@@ -297,11 +341,12 @@ def _calibration(d: Path) -> list[tuple]:
           "judge's mean over every pair (its interval covers sampling noise, not the judge's bias). PPI: "
           f"prediction-powered inference (`ppi_py`, {'PPI++ power-tuned' if s.get('lam') is None else 'λ = ' + str(s['lam'])}): "
           "the judge on every pair, corrected by its error on the labelled ones. Isotonic: a cross-fitted "
-          f"judge→human map (`ppi_py.crossppi_mean_ci`). All intervals {level} normal (CLT). In this one draw, "
+          f"judge→human map (`ppi_py.crossppi_mean_ci`). Every interval is a nominal {level} normal (CLT) interval; "
+          + _coverage_text(done, s, level) + " In this one draw, "
           f"PPI's interval held the all-labels value in {held} of {len(done)} cells; median width PPI "
           f"{w_ppi:.3f} vs labels-only {w_lab:.3f}; median effective sample size {done['ess'].median():.1f} labels "
           f"(n = {n}); judge-only |bias| median {bias.median():.3f}, largest {bias.max():.3f}. One draw illustrates; "
-          "coverage over 200 draws: `benchmarks/calibrate_llmbar.py` (benchmarks/README.md)."
+          "the same simulation over every cell and estimate: `benchmarks/calibrate_llmbar.py` (benchmarks/README.md)."
           + (f" In {int((done['ess'] < n).sum())} of {len(done)} cells the effective sample size is below n: there "
              "the judge's errors add more variance than its verdicts remove, PPI with λ = 1 is wider than labels-only, "
              "and a power-tuned λ (`recorded.calibrate.lam: null`, reliable with more labels) would fall back toward "
@@ -311,9 +356,12 @@ def _calibration(d: Path) -> list[tuple]:
              _ci(r, "labels_only"), _ci(r, "judge_only"), _ci(r, "ppi"), _ci(r, "isotonic"),
              f"{r['ess']:.1f}" if not pd.isna(r.get("ess")) else "—", r.get("skipped") or ""]
             for r in table.to_dict("records")]
-    details = _frame_details(rows, ["judge", "condition", "all labels", f"labels-only [{level} CI] n={n}",
-                                    "judge-only [CI]", "PPI [CI]", "isotonic [CI]", "ESS (labels)", "not calibrated"],
-                             "Calibration per judge × condition (calibration.csv)")
+    details = _frame_details(rows, ["judge", "condition", "all labels", f"labels-only [CI] cov, n={n}",
+                                    "judge-only [CI] cov", "PPI [CI] cov", "isotonic [CI] cov", "ESS (labels)",
+                                    "not calibrated"],
+                             "Calibration per judge × condition (calibration.csv): each interval with its simulated "
+                             f"coverage (cov); ✗: below the nominal {level} by more than the simulation's error — not "
+                             f"a {level} interval")
     return [("md", md), *([details] if details else [])]
 
 
@@ -338,7 +386,7 @@ def recorded_sections(project: Path) -> list[dict[str, Any]]:
             if md:
                 blocks.append(("md", md))
         blocks += _calibration(d)
-        for block in (_agreement_details(card), _majority_details(card), _bias_details(card),
+        for block in (_agreement_details(card), _majority_details(card), *_bias_details(card),
                       _csv(d / "comparisons.csv", "Every paired comparison (conditions within a judge, judges within "
                                                   "a condition; BH per family; comparisons.csv)", COMPARISON_COLUMNS)):
             if block:

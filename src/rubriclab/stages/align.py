@@ -417,9 +417,12 @@ def summarize(ctx: dict[str, Any], labels: dict[str, Any] | None, train: dict[st
         s, lora = train["settings"].dpo, train["settings"].dpo.lora
         md += ["## DPO training", "", f"TRL DPOTrainer, {s.loss_type} loss, β={s.beta}, {s.mode}"
                + (f" (r={lora.r}, α={lora.alpha}, dropout={lora.dropout}, {', '.join(lora.target_modules)})"
-                  if s.mode == "lora" else "") + f", lr={s.learning_rate:g}, {s.scheduler}, warmup ratio "
+                  if s.mode == "lora" else "") + f", lr={s.lr:g}" + ("" if s.learning_rate is not None else " (the paper's for this mode)")
+               + f", {s.scheduler}, warmup ratio "
                f"{s.warmup_ratio:g}, batch {s.batch_size}×{s.grad_accum}, max length {s.max_length}, epochs "
-               f"{s.epochs:g}; float32 weights (with bf16 autocast on cuda: the optimizer updates float32 master weights). "
+               f"{s.epochs:g}; float32 weights (with bf16 autocast on cuda: the optimizer updates float32 master weights), "
+               "and evaluated in float32 weights too (bf16 autocast on cuda): a bf16 copy of the weights would round "
+               "most of a small update away. "
                "Step curves: `training/curves.png` and the nested MLflow runs `dpo <policy>` (which also hold each "
                "policy's wall time, kept out of these outputs so that a re-run writes the same bytes). "
                "logratio = mean log π(chosen|x) − log π(rejected|x) on the policy's own training pairs, before and "

@@ -244,8 +244,9 @@ def card_markdown(dataset: str, models: list[str], axes: tuple[str, ...], pool: 
            f"Cells: estimate [{level} interval] n=items (what each interval is: below the table). "
            f"α is Krippendorff's ordinal α on the 0–10 pairwise scores **{ctx.alpha_orientation}** "
            "(audit.alpha_orientation). Accuracy is over every judged held-out pair, a tie credited "
-           f"{ctx.tie_credit:g} (audit.tie_credit); the Decided columns give the share of judged pairs with an "
-           "A/B verdict. Prior leak (rubric prior leakage, seed 004): a probe that sees only the criterion "
+           f"{ctx.tie_credit:g} (audit.tie_credit, the project's one rule: a fair coin's expected credit; where ties "
+           "are more than 5% of the judged pairs the notes give the accuracy with ties at the other rule); the "
+           "Decided columns give the share of judged pairs with an A/B verdict. Prior leak (rubric prior leakage, seed 004): a probe that sees only the criterion "
            "texts (TF-IDF + naive Bayes / logistic regression) predicts the adversarial baseline pool's verdicts "
            f"(score ≥ τ on genuine responses) on held-out pool pairs; the cell is its balanced accuracy minus the "
            "majority baseline's — near 0, the wording alone does not give the verdict away.", "", LEGEND, ""]
@@ -276,8 +277,9 @@ def card_markdown(dataset: str, models: list[str], axes: tuple[str, ...], pool: 
                             "low", "high", "p_value", "p_adjusted", "mde", "label") if c in comparisons.columns]
         md += ["## Paired comparisons", "",
                f"Same items under each source; {level} percentile paired bootstrap intervals over the items "
-               "(pairs for accuracy, flip rate and injection sensitivity, prompts for VFR); p-values BH-adjusted "
-               "within each metric; MDE at 80% power at the Bonferroni level α/m of its family.", "",
+               "(pairs for accuracy, flip rate and injection sensitivity, prompts for VFR); p-values from paired t-tests on "
+               "the per-item differences, BH-adjusted within each metric; MDE: the t-test's at 80% power at the "
+               "Bonferroni level α/m of its family.", "",
                to_markdown(comparisons[keep].round(3)), ""]
     md += ["## Per source (every metric, its interval and n)", ""]
     for src, sub in numeric.groupby("source", sort=False):

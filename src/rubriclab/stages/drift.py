@@ -37,6 +37,7 @@ from rubriclab.errors import ConfigError
 from rubriclab.judging import PairwiseRubric, load_pairwise_rubric
 from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
 from rubriclab.repair import grid_results, run_grid, study_storage
+from rubriclab.reporting import files_line
 from rubriclab.rubrics import JudgeTemplate, write_ripd
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.stages.audit import embedded_note
@@ -196,7 +197,9 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
         fig = comparison_figure(comparison, f"Benchmark vs target agreement on test: {setting}", caption)
         atomic.save_figure(fig, out / "comparison.png", dpi=120)
         run.log_figure(fig, "comparison.png")
-        summary = _summary(setting, data, seed, settings, models, embedded, comparison, selection, trans, ctx, grid)
+        empty = _empty_reasons(settings.drift, results, trans, rounds, steps)
+        summary = _summary(setting, data, seed, settings, models, embedded, comparison, selection, trans, ctx, grid,
+                           empty)
         atomic.write_text(out / "summary.md", summary)
         for name in ("summary.md", "comparison.csv", "archive.jsonl", "archive.csv", "selected.jsonl"):
             run.log_artifact(out / name)
@@ -261,7 +264,27 @@ def _log_candidates(run, ctx: DriftContext, setting: str) -> None:
             t.log_dict({"prompt_id": c.prompt_id, "prompt": c.text}, "rubric.json")
 
 
-def _summary(setting, data, seed, settings, models, embedded, comparison, selection, trans, ctx, grid) -> str:
+def _empty_reasons(cfg, results: dict, trans: pd.DataFrame, rounds: pd.DataFrame,
+                   steps: pd.DataFrame) -> dict[str, str]:
+    """Why each output this run leaves empty (or does not write) is empty, for the summary's file list."""
+    out = {}
+    if trans.empty:
+        out["transfer.csv"] = ("no transfer judge: `drift.transfer.judges` is [] (list other judge models there to "
+                               "evaluate the selected rubrics with them)")
+    if "ours" not in results:
+        out["rounds.csv"] = "the biased search (`ours`) is not in `drift.methods`"
+        out["study.csv"] = "not written: the biased search (`ours`) is not in `drift.methods`"
+    elif rounds.empty:
+        out["rounds.csv"] = "the biased search ran no round"
+    if "textgrad" not in results:
+        out["textgrad_steps.csv"] = "`textgrad` is not in `drift.methods`"
+    elif steps.empty:
+        out["textgrad_steps.csv"] = "TextGrad took no step"
+    return out
+
+
+def _summary(setting, data, seed, settings, models, embedded, comparison, selection, trans, ctx, grid,
+             empty: dict[str, str]) -> str:
     counts, cfg, q = data.counts(), settings.drift, settings.drift.search
     md = [f"# Rubric-induced preference drift: {setting}", "", f"Models: {', '.join(models)}", ""]
     note = embedded_note(embedded)
@@ -298,9 +321,11 @@ def _summary(setting, data, seed, settings, models, embedded, comparison, select
     if not trans.empty:
         md += ["## Transfer to other judge models (test)", "", f"Intervals: {comparison.attrs['ci']}.", "",
                transfer_markdown(trans), ""]
-    md += ["Files: `comparison.csv`, `comparison.png`, `selection.csv`, `archive.jsonl` (RIPD format), "
-           "`archive.csv`, `selected.jsonl` (RIPD format; last line = the search's choice), `rounds.csv`, "
-           "`textgrad_steps.csv`, `study.csv`, `transfer.csv`.", ""]
+    md += [files_line([("comparison.csv", None), ("comparison.png", None), ("selection.csv", None),
+                       ("archive.jsonl", "RIPD format"), ("archive.csv", None),
+                       ("selected.jsonl", "RIPD format; last line = the search's choice"), ("rounds.csv", None),
+                       ("textgrad_steps.csv", None), ("study.csv", None), ("transfer.csv", None)],
+                      empty), ""]
     return "\n".join(md)
 
 

@@ -171,7 +171,10 @@ def _probe_cohort(cohort: str, items: pd.DataFrame, probe_kw: dict[str, Any], ou
     sp = res["split"]
     md = [f"Split: {sp['method']} — {sp['n_groups']} clusters; {sp['n_texts_in_several_records']} of "
           f"{sp['n_texts']} criterion texts recur in several records ({sp['n_items_with_shared_text']} items); "
-          f"records on both sides: {sp['overlap_records']}, texts on both sides: {sp['overlap_texts']}.", "",
+          f"records on both sides: {sp['overlap_records']}, texts on both sides: {sp['overlap_texts']}; held out: "
+          f"{sp['n_test_items']} of {sp['n_train_items'] + sp['n_test_items']} items ({sp['test_item_share']:.0%}; "
+          f"asked {sp['test_size']:.0%} ± {sp['split_tolerance']:.0%}, seeded split {sp['splits_tried']} of "
+          "those tried).", "",
           "Probe on held-out clusters:", "", probe_markdown(res["table"]), ""]
     lk = res.get("leakage") or {}
     if lk and math.isfinite(lk.get("estimate", math.nan)):
@@ -192,7 +195,7 @@ def _transfer_section(results: dict[str, Any], cohorts: dict[str, tuple[str, pd.
                       probe_kw: dict[str, Any], out: Path) -> list[str]:
     """Train on one cohort, test on a cohort of another dataset; test items seen in training are dropped."""
     names = [n for n in results if not cohorts[n][0].startswith("rubric_set:")]
-    kw = {k: v for k, v in probe_kw.items() if k not in ("test_size", "cv_folds")}
+    kw = {k: v for k, v in probe_kw.items() if k not in ("test_size", "split_tolerance", "cv_folds")}
     rows, md = [], []
     for a in names:
         for b in names:
@@ -303,7 +306,8 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
     out = out_dir or project / "outputs/probe"
     out.mkdir(parents=True, exist_ok=True)
     probe_kw = {"models": models, "embed": embed if "embed" in models else None, "seed": seed,
-                "test_size": float(pr.test_size), "cv_folds": int(pr.cv_folds),
+                "test_size": float(pr.test_size), "split_tolerance": float(pr.split_tolerance),
+                "cv_folds": int(pr.cv_folds),
                 "class_weight": pr.class_weight, "balance": pr.balance,
                 "n_boot": n_boot, "confidence": confidence}
     cf = pr.counterfactual

@@ -12,7 +12,7 @@ params.yaml::
       seed: 0
       alpha: 0.05          # BH level of each comparison family
       power: 0.8           # for the MDE
-      tie_credit: 0.0      # credit of a tie verdict when the label is not a tie
+      tie_credit: 0.5      # credit of a tie verdict when the label is not a tie (the project's one rule)
       baseline: null       # a condition compared with each other one within a judge (null: every pair)
       contrasts: null      # {name: [a, b]}: Δ = a − b within each judge, one BH family per metric (null: the
                            # importer's own, e.g. LLMBar's rules: [Vanilla, Vanilla_NoRules], own rubric first:

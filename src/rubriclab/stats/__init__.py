@@ -8,7 +8,16 @@ quantities come back as NaN together with a ``reason`` (or ``degenerate``) strin
 
 from __future__ import annotations
 
-from rubriclab.stats._accuracy import accuracy, accuracy_both_orders, position_consistency
+from rubriclab.stats._accuracy import (
+    TIE_CREDIT,
+    TIES_COMMON,
+    accuracy,
+    accuracy_both_orders,
+    at_tie_credit,
+    other_tie_credit,
+    position_consistency,
+    ties_common,
+)
 from rubriclab.stats._agreement import (
     flip_rate,
     krippendorff_alpha,
@@ -18,20 +27,31 @@ from rubriclab.stats._agreement import (
 )
 from rubriclab.stats._bootstrap import item_bootstrap, paired_bootstrap, two_sample_bootstrap
 from rubriclab.stats._inference import (
+    PAIRED_TEST,
+    adjust_family,
     bh_adjust,
     exact_k_min,
     label_comparison,
     mde_drop,
     mde_paired,
     mde_paired_proportions,
+    mde_paired_t,
+    paired_t_tests,
+    paired_test,
     sign_test,
+    t_mde_factor,
 )
 from rubriclab.stats._majority import early_stop_majority, majority_decided, majority_vote, samples_still_needed
 from rubriclab.stats._structure import bt_diagnostics, bt_weight_entropy, effective_dimensionality
 
 __all__ = [
+    "PAIRED_TEST",
+    "TIES_COMMON",
+    "TIE_CREDIT",
     "accuracy",
+    "adjust_family",
     "accuracy_both_orders",
+    "at_tie_credit",
     "bh_adjust",
     "bt_diagnostics",
     "bt_weight_entropy",
@@ -47,12 +67,18 @@ __all__ = [
     "mde_drop",
     "mde_paired",
     "mde_paired_proportions",
+    "mde_paired_t",
     "mean_alpha",
     "mean_paraphrase_stability",
+    "other_tie_credit",
     "paired_bootstrap",
+    "paired_t_tests",
+    "paired_test",
     "paraphrase_stability",
     "position_consistency",
     "samples_still_needed",
     "sign_test",
+    "t_mde_factor",
+    "ties_common",
     "two_sample_bootstrap",
 ]

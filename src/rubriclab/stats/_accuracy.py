@@ -12,15 +12,16 @@ from typing import Any
 
 import numpy as np
 
+from rubriclab._params_schema import TIE_CREDIT, TIES_COMMON
 from rubriclab.errors import InputError
 from rubriclab.stats._checks import as_object_1d, missing_mask, same_length
 
 
-def accuracy(pred: Any, human: Any, tie: Hashable = "tie", tie_credit: float = 0.0) -> dict[str, Any]:
+def accuracy(pred: Any, human: Any, tie: Hashable = "tie", tie_credit: float = TIE_CREDIT) -> dict[str, Any]:
     """Accuracy over parsed predictions: ``acc = Σ_{i parsed} credit_i / n``, n = #parsed.
 
-    ``credit_i`` = 1 if ``pred_i == human_i``; ``tie_credit`` (default 0: a tie did not pick the
-    human-preferred response; 0.5 is the usual half-credit variant) if ``pred_i == tie``; else 0.
+    ``credit_i`` = 1 if ``pred_i == human_i``; ``tie_credit`` (default ``TIE_CREDIT`` = 0.5, the project's one
+    rule: the expected credit of breaking the tie with a fair coin) if ``pred_i == tie``; else 0.
     Returns dict(accuracy, n, n_failed, n_total, failure_rate, n_correct, n_ties, per_item (credit,
     NaN for failed — ready for ``item_bootstrap``), reason).
     """
@@ -46,6 +47,26 @@ def accuracy(pred: Any, human: Any, tie: Hashable = "tie", tie_credit: float = 0
         "n_correct": int(correct.sum()), "n_ties": int(is_tie.sum()), "per_item": per_item,
         "reason": None if n else "no parsed prediction",
     }
+
+
+def other_tie_credit(tie_credit: float) -> float:
+    """The other rule a card shows beside a rate: 0 (a tie never agrees) under any positive credit, else
+    ``TIE_CREDIT``."""
+    return 0.0 if float(tie_credit) > 0 else TIE_CREDIT
+
+
+def ties_common(n_ties: int, n: int) -> bool:
+    """Whether ties are common enough (more than ``TIES_COMMON`` of ``n`` verdicts) that a card shows the rate
+    under the other tie rule beside it."""
+    return bool(n) and n_ties / n > TIES_COMMON
+
+
+def at_tie_credit(value: float, n_credited_ties: int, n: int, tie_credit: float, other: float) -> float:
+    """A mean credit over ``n`` items, ``n_credited_ties`` of them ties that earned ``tie_credit``, recomputed
+    with the ties earning ``other``: ``value + (other − tie_credit) · n_credited_ties / n``."""
+    if not n:
+        return float("nan")
+    return float(value + (float(other) - float(tie_credit)) * n_credited_ties / n)
 
 
 def position_consistency(

@@ -8,6 +8,8 @@ share of false discoveries among the reported differences at the nominal level.
 from __future__ import annotations
 
 import math
+import warnings
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -75,6 +77,66 @@ def mde_paired(
     return float((stats.norm.ppf(1 - alpha / 2) + stats.norm.ppf(power)) * se)
 
 
+def paired_t_tests(a: Any, b: Any) -> dict[str, np.ndarray]:
+    """Two-sided paired t-tests of the columns of ``a`` and ``b`` (``(n, K)``, or ``(n,)`` for one), each column
+    on its own ``n`` items (``scipy.stats.ttest_rel``). Returns arrays of ``diff`` (mean of a − b), ``se`` (sd of
+    the per-item differences, ddof 1, over √n: the test's standard error), ``p_value`` and ``df`` (n − 1).
+    A column whose differences are all equal has ``se`` 0 and no t statistic: its ``p_value`` is 1 when they are
+    all 0 and 0 otherwise (every item moved the same way; there is nothing left to test)."""
+    a2 = np.asarray(a, dtype=float)
+    b2 = np.asarray(b, dtype=float)
+    if a2.shape != b2.shape or a2.ndim not in (1, 2):
+        raise InputError(f"shapes {a2.shape} and {b2.shape}", field="a, b",
+                         expected="two arrays of the same shape (n,) or (n, K): paired items in rows")
+    if a2.ndim == 1:
+        a2, b2 = a2[:, None], b2[:, None]
+    n = a2.shape[0]
+    if n < 2:
+        raise InputError(f"{n} item(s)", field="a, b", expected="at least 2 paired items for a t-test")
+    d = a2 - b2
+    diff = d.mean(axis=0)
+    se = d.std(axis=0, ddof=1) / math.sqrt(n)
+    constant = np.ptp(d, axis=0) == 0
+    with np.errstate(divide="ignore", invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # constant columns: handled just below
+        p = np.asarray(stats.ttest_rel(a2, b2, axis=0).pvalue, dtype=float).reshape(-1)
+    p = np.where(constant, np.where(diff == 0, 1.0, 0.0), p)
+    se = np.where(constant, 0.0, se)
+    return {"diff": diff, "se": se, "p_value": p, "df": np.full(diff.shape, n - 1)}
+
+
+@lru_cache(maxsize=256)
+def t_mde_factor(df: int, alpha: float, power: float) -> float:
+    """The noncentrality δ/SE at which a two-sided t-test with ``df`` degrees of freedom at level ``alpha``
+    rejects with probability ``power`` (``scipy.stats.nct``): the MDE of a paired t-test is this × its SE."""
+    alpha = probability(alpha, "alpha")
+    power = probability(power, "power")
+    if not df >= 1:
+        raise InputError(f"df={df!r}", field="df", expected="degrees of freedom >= 1 (at least 2 paired items)")
+    crit = stats.t.ppf(1 - alpha / 2, df)
+
+    def short(ncp: float) -> float:  # the lower tail's share underflows to NaN far from 0: it is 0 there
+        return float(stats.nct.sf(crit, df, ncp) + np.nan_to_num(stats.nct.cdf(-crit, df, ncp)) - power)
+
+    if short(0.0) >= 0:
+        return 0.0
+    top = crit + stats.norm.ppf(power) + 1.0
+    while short(top) < 0:
+        top *= 2
+    return float(optimize.brentq(short, 0.0, top, xtol=1e-10))
+
+
+def mde_paired_t(se: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """Minimum detectable effect of the two-sided paired t-test (``paired_t_tests``) on ``n`` items whose
+    difference has standard error ``se``: the true mean difference it detects with probability ``power`` at
+    level ``alpha`` (exact for normal differences: noncentral t, ``t_mde_factor``). For a family tested with
+    BH at α, pass the Bonferroni level α/m: BH rejects at least what Bonferroni does, so the power holds.
+    Checked by simulation in tests/test_stats_power.py (m ∈ {1, 15, 66, 105})."""
+    if not float(se) >= 0:
+        raise InputError(f"se={se!r}", field="se", expected="a standard error >= 0")
+    return float(t_mde_factor(int(n) - 1, float(alpha), float(power)) * float(se))
+
+
 def mde_paired_proportions(n: int, discordant_rate: float, alpha: float = 0.05, power: float = 0.8) -> float:
     """MDE for a difference of paired proportions (e.g. accuracy of two rubric sets on the same n items),
     normal approximation (Connor 1987).
@@ -134,6 +196,44 @@ def label_comparison(comparison: dict[str, Any], alpha: float = 0.05, power: flo
     if mde is None and comparison.get("se") is not None and np.isfinite(comparison["se"]):
         mde = mde_paired(comparison["se"], alpha=alpha, power=power)
     return f"no detectable difference (MDE={mde:.3g})" if mde is not None else "no detectable difference (MDE=?)"
+
+
+PAIRED_TEST = "paired t-test (scipy.stats.ttest_rel), two-sided, on per-item differences"
+
+
+def paired_test(a: Any, b: Any) -> dict[str, float]:
+    """``paired_t_tests`` of one comparison as plain floats: ``p_value``, ``se`` (the test's), ``n_test`` (items)."""
+    res = paired_t_tests(a, b)
+    return {"p_value": float(res["p_value"][0]), "se": float(res["se"][0]), "n_test": int(len(np.asarray(a)))}
+
+
+def adjust_family(rows: list[dict[str, Any]], alpha: float = 0.05, power: float = 0.8) -> list[dict[str, Any]]:
+    """One family of paired comparisons, tested as every card states: BH over the rows' paired t-test p-values
+    at ``alpha``; each row's MDE that of its t-test (``mde_paired_t`` on its ``se`` and ``n_test`` items) at the
+    family's Bonferroni level α/m (m = the rows that could be tested), power ``power`` — BH rejects at least what
+    Bonferroni does, so the power holds (tests/test_stats_power.py simulates it); each row labelled
+    (``label_comparison``). Rows need ``p_value`` (None/NaN when untestable), ``se`` and ``n_test``."""
+    p = np.array([np.nan if r.get("p_value") is None else r["p_value"] for r in rows], dtype=float)
+    adjusted = bh_adjust(p) if rows else []
+    m = int(np.isfinite(p).sum())
+    level = alpha / max(m, 1)
+    for row, q in zip(rows, adjusted, strict=True):
+        se, n = row.get("se"), row.get("n_test") or 0
+        ok = se is not None and np.isfinite(se) and n >= 2
+        row["mde"] = mde_paired_t(se, n, alpha=level, power=power) if ok else None
+        row["mde_alpha"] = level
+        row["mde_method"] = f"{PAIRED_TEST}; α={alpha:g}/{m} (Bonferroni over the family), power {power:g}"
+        row["test"] = PAIRED_TEST + "; BH over the family"
+        as_nan = {k: (np.nan if row.get(k) is None else row[k]) for k in ("low", "high", "se")}
+        label = label_comparison({**row, **as_nan, "p_adjusted": q}, alpha=alpha, power=power)
+        if label.startswith("no detectable difference") and row["mde"] is not None:
+            label = f"no detectable difference (MDE={row['mde']:.3g}: paired t-test at α={alpha:g}/{m}, power {power:g})"
+        row["label"] = label
+        row["p_adjusted"] = None if not np.isfinite(q) else float(q)
+        pv = row.get("p_value")
+        row["p_value"] = None if pv is None or not np.isfinite(pv) else float(pv)
+        row["family_size"] = m
+    return rows
 
 
 # -- the drift gate's per-domain test and MDE -----------------------------------------------------------
