@@ -111,7 +111,7 @@ def probe(tmp_path_factory):
         dvc = str(Path(sys.executable).with_name("dvc"))
         subprocess.run([dvc, "init", "--no-scm", "-q"], cwd=root, env=env, check=True, capture_output=True)
         dvc_code = run("dvc", _params(_judge(server.url, planted, how="env_key"), 2000), [dvc, "repro", "-q"])
-        received = list(server.received)
+        received = list(server.received_requests)
     return root, planted, outputs, received, dvc_code
 
 

@@ -54,7 +54,7 @@ def test_a_server_ignoring_max_tokens_cannot_take_a_run_past_the_limit_plus_one_
                 gw.run(batch, desc="verdicts")
             except BudgetExceededError as exc:
                 messages.append(str(exc))
-        sent = len(server.received)
+        sent = len(server.received_requests)
     bound = LIMIT + max(_one_reply_cap(r) for b in batches for r in b)
     assert 0 < gw.spend.cost_usd <= bound, (gw.spend.cost_usd, bound)
     assert sent == 1  # the first reply broke its cap: nothing more went to that server
@@ -75,9 +75,9 @@ def test_a_reply_read_whole_but_past_max_tokens_is_refused_counted_and_not_sent_
         res = gw.run(_requests(role, 3, parser=parse_verdict), desc="verdicts")
         assert [r.ok for r in res] == [False] * 3 and sum(not r.error.startswith("not sent") for r in res) >= 1
         assert all("ignores max_tokens" in r.error for r in res)
-        assert len(server.received) <= role.concurrency  # those in flight when the first came back, no re-asks
+        assert len(server.received_requests) <= role.concurrency  # those in flight when the first came back, no re-asks
         again = gw.run(_requests(role, 2, tag="later"), desc="more")
-        assert all(r.error.startswith("not sent:") for r in again) and len(server.received) <= role.concurrency
+        assert all(r.error.startswith("not sent:") for r in again) and len(server.received_requests) <= role.concurrency
     assert gw.spend.cost_usd > 0  # what was read was paid for and counted
 
 
@@ -91,7 +91,7 @@ def test_re_asks_are_admitted_like_first_asks_and_stop_at_the_limit(store):
         gw = Gateway(store, stage="audit", progress=False, budget=SpendBudget(cost_usd=first * 3))
         with pytest.raises(BudgetExceededError) as err:
             gw.run(reqs, desc="verdicts")
-        sent = len(server.received)
+        sent = len(server.received_requests)
     assert gw.spend.cost_usd <= first * 3
     assert 4 < sent < 4 * 7  # some re-asks went out, not all of them
     msg = str(err.value)
@@ -105,7 +105,7 @@ def test_the_estimate_message_names_the_knob_that_was_passed(store):
         with pytest.raises(BudgetExceededError) as err:
             Gateway(store, stage="s", progress=False, budget=SpendBudget(cost_usd=estimate(reqs).cost_usd / 2,
                                                                          prompt_tokens=10**9)).run(reqs)
-        assert not server.received
+        assert not server.received_requests
     assert "Raise llm.budget.cost_usd" in str(err.value) and "llm.budget.prompt_tokens=N" not in str(err.value)
 
 
@@ -119,10 +119,10 @@ def test_a_final_failure_is_not_sent_again_by_later_batches_of_the_run(store):
         for tag in ("b1", "b2", "b3"):
             res = gw.run([failing, *_requests(role, 2, tag)], desc="rewrites")
             assert not res[0].ok and "BadRequestError" in res[0].error
-        bodies = [json.loads(e["body"])["messages"][0]["content"] for e in server.received]
+        bodies = [json.loads(e["body"])["messages"][0]["content"] for e in server.received_requests]
         assert bodies.count(failing.messages[0]["content"]) == 1 and len(bodies) == 7
         Gateway(store, stage="drift", progress=False).run([failing])
-        assert len(server.received) == 8
+        assert len(server.received_requests) == 8
 
 
 def test_retries_exhausted_is_final_for_the_run_too(store, monkeypatch):
@@ -131,5 +131,5 @@ def test_retries_exhausted_is_final_for_the_run_too(store, monkeypatch):
         role = _role(server, max_retries=2)
         gw = Gateway(store, stage="drift", progress=False)
         req = _requests(role, 1)[0]
-        assert not gw.run([req])[0].ok and len(server.received) == 3
-        assert not gw.run([req])[0].ok and len(server.received) == 3
+        assert not gw.run([req])[0].ok and len(server.received_requests) == 3
+        assert not gw.run([req])[0].ok and len(server.received_requests) == 3

@@ -58,7 +58,7 @@ def test_an_endpoint_with_a_query_from_the_environment_is_refused_before_any_cal
         with pytest.raises(ConfigError) as err:
             Gateway(store, stage="s", progress=False).run([CallRequest(role=role, messages=[
                 {"role": "user", "content": "hi"}])])
-        assert not server.received  # nothing was sent
+        assert not server.received_requests  # nothing was sent
     msg = str(err.value)
     assert "llm.roles.judge.api_base (from os.environ/ZZQ_ENDPOINT)" in msg and "query" in msg
     assert SECRET not in msg and "abc123def" not in msg and "api_key_env" in msg

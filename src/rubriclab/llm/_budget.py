@@ -189,22 +189,6 @@ class SpendGuard:
         if changed is not None:
             changed.set()
 
-    def passed(self, desc: str) -> str | None:
-        """The line to stop the stage with when its spend is past the budget (a reply cost more than it was
-        admitted at: the server ignored max_tokens); None while within it."""
-        b = self.budget
-        if b.cost_usd is not None and self.cost_usd > b.cost_usd:
-            knob, spent = f"cost_usd={b.cost_usd:g}", f"${self.cost_usd:.4f}"
-        elif b.prompt_tokens is not None and self.prompt_tokens > b.prompt_tokens:
-            knob, spent = f"prompt_tokens={b.prompt_tokens:,}", f"{self.prompt_tokens:,} prompt tokens"
-        else:
-            return None
-        name = knob.split("=")[0]
-        return (f"stage {self.stage}: batch '{desc}' spent {spent} on fresh calls, past llm.budget.{knob}: a reply "
-                "cost more than it was admitted at (a reply past its cap is counted at the cap). Calls that finished "
-                f"are in the store; nothing more is sent. Raise llm.budget.{name} in params.yaml (or --set "
-                f"llm.budget.{name}=...) to go on.")
-
     def _stop_line(self, knob: str, model: str, n: int, likely: float | None, desc: str) -> str:
         b = self.budget
         if knob == "prompt_tokens":

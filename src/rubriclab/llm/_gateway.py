@@ -449,9 +449,8 @@ class Gateway:
             tasks = [asyncio.ensure_future(one(i)) for i in pending]
             await asyncio.gather(*tasks)
             completed = True
-            stop = self.spend.stopped or self.spend.passed(desc)
-            if stop is not None:  # the finished calls are written by the finally below
-                raise BudgetExceededError(stop)
+            if self.spend.stopped is not None:  # the finished calls are written by the finally below
+                raise BudgetExceededError(self.spend.stopped)
         finally:
             bar.close()
             try:  # a failed or cancelled batch stops its other calls (each releases its claim); what finished is kept

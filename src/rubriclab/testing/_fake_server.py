@@ -8,10 +8,10 @@ request; the opt-in content fault ``unparseable`` (a well-formed completion whos
 is what a re-ask is for.
 
 For probes of what leaves the client, the server (with ``record=True``, or any quoting) keeps everything it receives
-(``received``: method, path with query, headers, body) and can quote all of it back (``quote_status``: every POST answered with that status and an
-error message quoting the request; ``quote_replies``: the quote appended to every reply's text). ``reply_chars``
-makes it a server that ignores ``max_tokens`` (every reply that many characters, usage counted from them), and
-``chunked`` sends bodies without a Content-Length.
+(``received_requests``: method, path with query, headers, body) and can quote all of it back (``quote_status``: every
+POST answered with that status and an error message quoting the request; ``quote_replies``: the quote appended to
+every reply's text). ``reply_chars`` makes it a server that ignores ``max_tokens`` (every reply that many characters,
+usage counted from them), and ``chunked`` sends bodies without a Content-Length.
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ class FakeOpenAIServer:
         # what requests carried is kept only when asked for: the benchmarks push ~1000 requests/s through here
         self.record = record or quote_status is not None or quote_replies
         self.reply_chars, self.chunked = reply_chars, chunked
-        self.received: list[dict[str, Any]] = []  # every request as it came: method, path_qs, headers, body
+        self.received_requests: list[dict[str, Any]] = []  # every request as it came: method, path_qs, headers, body
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -393,7 +393,7 @@ class FakeOpenAIServer:
         entry = {"method": request.method, "path_qs": request.path_qs, "headers": dict(request.headers),
                  "body": raw.decode("utf-8", "replace")}
         with self._lock:
-            self.received.append(entry)
+            self.received_requests.append(entry)
         request[_RECEIVED] = entry
         if self.quote_status is not None and request.method == "POST":
             with self._lock:
