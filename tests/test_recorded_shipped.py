@@ -54,7 +54,8 @@ def test_a_source_can_name_a_shipped_set(tmp_path):
     assert read_source({"path": str(local), "format": "pandalm"}, tmp_path, "p").path == "sets/pandalm"
     with pytest.raises(ConfigError, match="no shipped set 'llmbar'"):
         read_source({"path": "shipped:llmbar", "format": "llmbar"}, tmp_path, "x")
-    with pytest.raises(ConfigError, match=r"recorded\.sources\.x: samples apply to format store only"):
+    with pytest.raises(ConfigError, match=r"recorded\.sources\.x: samples do not apply to format pandalm \(samples: "
+                                          r"format store\)"):
         read_source({"path": "shipped:pandalm", "format": "pandalm", "samples": 3}, tmp_path, "x")
 
 
@@ -71,7 +72,7 @@ def test_a_source_is_the_typed_entry_or_a_mapping_the_schema_checks(tmp_path):
         ({"path": "runs.db", "format": "mlflow"},
          "params.yaml: recorded.sources.x: format mlflow needs 'experiment' (a name or id)"),
         ({"path": "llm.store", "format": "store", "pairs": "pairs.parquet"},
-         "params.yaml: recorded.sources.x: format store needs 'pairs' (the pairs file the stage judged) and 'rubrics'"),
+         "params.yaml: recorded.sources.x: format store needs 'rubrics' (condition name: rubric file"),
         ({"path": "llm.store", "format": "store", "pairs": "pairs.parquet", "rubrics": {"a": "a.json"}},
          "params.yaml: recorded.sources.x: format store needs llm.roles.judge"),
     ]:

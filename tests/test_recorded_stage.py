@@ -12,7 +12,7 @@ import yaml
 from rubriclab import _params_schema as schema
 from rubriclab.config import load_params
 from rubriclab.errors import ConfigError
-from rubriclab.recorded import FORMATS
+from rubriclab.recorded import FORMATS, format_names
 
 pytest.importorskip("mlflow")
 
@@ -105,10 +105,10 @@ def test_cli_verb_ad_hoc_source(project, capsys):
 
 
 def test_params_section_is_validated(project):
-    assert schema.RECORDED_FORMATS == FORMATS
+    assert schema.RECORDED_FORMATS == FORMATS == tuple(format_names())  # the formats folder, every module registered
     load_params(project / "params.yaml")
-    with pytest.raises(ConfigError, match=r"recorded\.sources\.demo\.format: got 'csv'; expected one of llmbar, "
-                                          r"pandalm, table, mlflow, store"):
+    with pytest.raises(ConfigError, match=r"recorded\.sources\.demo\.format: got 'csv'; expected one of "
+                                          + ", ".join(FORMATS)):
         load_params(project / "params.yaml", ["recorded.sources.demo.format=csv"])
     with pytest.raises(ConfigError, match=r"recorded\.sources\.x\.path: missing"):
         load_params(project / "params.yaml", ["recorded.sources.x={format: table}"])

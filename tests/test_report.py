@@ -207,7 +207,7 @@ def _recorded_outputs(root):
     conditions, both orders, the rules / own-rubric contrasts, a publisher tally) and a PandaLM-like one (the
     README-claim check)."""
     from rubriclab.recorded import Judgment, RecordedPair, RecordedSet, Settings, analyze, publisher_check, write_card
-    from rubriclab.recorded._llmbar import CONTRASTS
+    from rubriclab.recorded.formats.llmbar import CONTRASTS
 
     pairs = {str(i): RecordedPair(id=str(i), labels=(("dataset", "1" if i % 3 else "2"),), prompt=f"q{i}",
                                   output_1="one " * (i + 1), output_2="two\n- a\n- b" if i % 2 else "two")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import pathlib
 import types
 import typing
 from dataclasses import dataclass
@@ -57,7 +58,10 @@ PROBE_MODELS = ("majority", "nb", "lr", "embed")
 ITEM_FORMATS = ("auto", "healthbench", "researchrubrics")
 PROBE_BALANCE = ("none", "subsample")
 PROBE_PROJECTIONS = ("auto", "umap", "pca")  # rubriclab.probe.projection's method
-RECORDED_FORMATS = ("llmbar", "pandalm", "table", "mlflow", "store")
+# the recorded-verdict formats: the modules of rubriclab/recorded/formats/ (one per format, each registering its
+# reader), listed without importing them (this module imports no package)
+RECORDED_FORMATS = tuple(sorted(p.stem for p in (pathlib.Path(__file__).parent / "recorded" / "formats").glob("*.py")
+                                if not p.stem.startswith("_")))
 NONE_POLICIES = ("half", "exclude")  # recorded.calibrate.none (rubriclab.calibrate)
 # The one rule for a tie verdict against a strict preference, in every rate of the project (the audit's accuracy, the
 # drift search and gate, align's agreement and win rates, the recorded card): half credit, the expected credit of

@@ -11,6 +11,14 @@ from typing import NoReturn
 from rubriclab.errors import RubricLabError
 
 
+def _ad_hoc_formats() -> list[str]:
+    """The recorded formats a bare path can be read with: every registered one but ``store``, which rebuilds a
+    stage's requests and so needs a params.yaml source (rubriclab.recorded.formats)."""
+    from rubriclab._params_schema import RECORDED_FORMATS
+
+    return [f for f in RECORDED_FORMATS if f != "store"]
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--params", default=None, help="params.yaml to read (default: nearest one upwards)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -234,7 +242,7 @@ def cmd_recorded(args: argparse.Namespace) -> int:
         return 2
     if args.path:
         if not args.format:
-            print("rubriclab recorded: error: --path needs --format (llmbar, pandalm, table, mlflow)", file=sys.stderr)
+            print(f"rubriclab recorded: error: --path needs --format ({', '.join(_ad_hoc_formats())})", file=sys.stderr)
             return 2
         shipped = args.path.startswith("shipped:")
         name = name or (args.path.removeprefix("shipped:") if shipped else Path(args.path).stem) or "adhoc"
@@ -411,8 +419,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(q)
     q.add_argument("--source", required=True, help="a source under recorded.sources, shipped:llmbar_natural / "
                                                    "shipped:pandalm, or a path with --format")
-    q.add_argument("--format", default=None, choices=["llmbar", "pandalm", "table", "mlflow"],
-                   help="the layout of a --source path")
+    q.add_argument("--format", default=None, choices=_ad_hoc_formats(),
+                   help="the layout of a --source path (the registered formats; store needs params.yaml)")
     q.add_argument("--judge", required=True)
     q.add_argument("--condition", required=True)
     q.add_argument("--order", default="both", choices=["both", "original", "swapped"],
@@ -532,8 +540,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--path", default=None, help="an ad-hoc source: a folder (llmbar, pandalm), a table file, a "
                                                 "tracking URI / .db file (mlflow), or shipped:llmbar_natural / "
                                                 "shipped:pandalm (the sets shipped with the package)")
-    p.add_argument("--format", default=None, choices=["llmbar", "pandalm", "table", "mlflow"],
-                   help="the layout of --path")
+    p.add_argument("--format", default=None, choices=_ad_hoc_formats(),
+                   help="the layout of --path (the registered formats; store needs a params.yaml source)")
     p.add_argument("--experiment", default=None, help="mlflow: the experiment name or id")
     p.add_argument("--baseline", default=None, help="a condition compared with each other one within a judge")
     p.add_argument("--out", default=None, help="output folder (default: outputs/recorded_cli/<name>, for a gate "

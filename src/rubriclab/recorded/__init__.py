@@ -36,9 +36,6 @@ from rubriclab.recorded._analysis import (
 )
 from rubriclab.recorded._biases import contains_list
 from rubriclab.recorded._card import card_markdown, cells_frame, write_card
-from rubriclab.recorded._llmbar import llmbar_check, llmbar_statistics, publisher_winner, read_llmbar
-from rubriclab.recorded._mlflow import read_mlflow
-from rubriclab.recorded._pandalm import read_pandalm
 from rubriclab.recorded._publisher import pandalm_claims, publisher_check
 from rubriclab.recorded._records import (
     CHOICES,
@@ -53,9 +50,16 @@ from rubriclab.recorded._records import (
     to_choice,
     to_verdict,
 )
+from rubriclab.recorded._registry import Format, SourceContext, format_names, formats, get_format, register_format
 from rubriclab.recorded._shipped import SHIPPED_FORMATS, shipped_path
 from rubriclab.recorded._sources import read_source, tracking_location
-from rubriclab.recorded._table import read_table
+from rubriclab.recorded.formats.llmbar import llmbar_check, llmbar_statistics, publisher_winner, read_llmbar
+from rubriclab.recorded.formats.mlflow import read_mlflow
+from rubriclab.recorded.formats.pandalm import read_pandalm
+from rubriclab.recorded.formats.table import read_table
+
+for _format in FORMATS:  # every module of formats/ registers its reader (rubriclab.recorded.formats)
+    __import__(f"rubriclab.recorded.formats.{_format}")
 
 _LAZY = {"recorded_gate": "rubriclab.recorded._gate", "gate_inputs": "rubriclab.recorded._gate",
          "read_store": "rubriclab.recorded._callstore"}
@@ -76,12 +80,14 @@ __all__ = [
     "LABELS",
     "ORDERS",
     "VERDICTS",
+    "Format",
     "Judgment",
     "RecordedAnalysis",
     "RecordedPair",
     "RecordedSet",
     "SHIPPED_FORMATS",
     "Settings",
+    "SourceContext",
     "alpha_from_parts",
     "alpha_parts",
     "analyze",
@@ -91,7 +97,10 @@ __all__ = [
     "cohen_kappa",
     "confusion",
     "fleiss_kappa",
+    "format_names",
+    "formats",
     "gate_inputs",
+    "get_format",
     "contains_list",
     "judgments_frame",
     "kappa_from_confusion",
@@ -110,6 +119,7 @@ __all__ = [
     "read_source",
     "read_store",
     "read_table",
+    "register_format",
     "recorded_gate",
     "shipped_path",
     "to_choice",

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from rubriclab.recorded._analysis import RecordedAnalysis
-from rubriclab.recorded._llmbar import llmbar_check
 from rubriclab.recorded._records import RecordedSet
+from rubriclab.recorded._registry import publisher_check_of, register_check
+from rubriclab.recorded.formats.llmbar import llmbar_check
 
 PANDALM_CLAIM = 0.9375
 PANDALM_JUDGES = ("pandalm-7b", "gpt-3.5-turbo")
@@ -72,28 +73,39 @@ def _claim_summary(rows: list[dict[str, Any]]) -> str:
             f"its accuracy {100 * acc_ratios[0]:.1f}%–{100 * acc_ratios[-1]:.1f}%.")
 
 
+@register_check("llmbar")
+def llmbar_publisher_check(rs: RecordedSet, analysis: RecordedAnalysis) -> dict[str, Any] | None:
+    """LLMBar's ``statistics.json`` figures, reproduced from the verdicts by the publisher's own definitions."""
+    if not rs.extras.get("statistics"):
+        return None
+    rows = llmbar_check(rs)
+    main = [r for r in rows if not r["key"].startswith("kappa")]
+    kappas = [r for r in rows if r["key"].startswith("kappa")]
+    bad = [r for r in rows if not r["match"]]
+    summary = (f"{sum(r['match'] for r in main)} of {len(main)} accuracy figures (correct_False, correct_True, "
+               f"correct_average, correct_both, equal) in {len({(r['judge'], r['condition']) for r in main})} "
+               f"statistics.json files reproduced exactly from the verdicts; "
+               f"{sum(r['match'] for r in kappas)} of {len(kappas)} kappa figures reproduced.")
+    if kappas:
+        summary += (" LLMBar's kappa_* are not Cohen's κ between verdict and label: its script encodes a winner "
+                    "'2' (and a missing one) as 0 and compares that with labels 1/2, so they are reproduced with "
+                    "that encoding; the card's κ is the plain one.")
+    if bad:
+        summary += " Mismatches: " + "; ".join(f"{r['judge']}/{r['condition']} {r['key']}: published "
+                                               f"{r['published']!r}, here {r['reproduced']!r}" for r in bad[:10])
+    return {"kind": "llmbar statistics.json", "rows": rows, "summary": summary}
+
+
+@register_check("pandalm")
+def pandalm_publisher_check(rs: RecordedSet, analysis: RecordedAnalysis) -> dict[str, Any] | None:
+    rows = pandalm_claims(rs)
+    if not rows:
+        return None
+    return {"kind": "pandalm README claim", "rows": rows, "summary": _claim_summary(rows)}
+
+
 def publisher_check(rs: RecordedSet, analysis: RecordedAnalysis) -> dict[str, Any] | None:
-    """``{"kind", "rows", "summary"}`` for a format whose publisher printed figures, else None."""
-    if rs.format == "llmbar" and rs.extras.get("statistics"):
-        rows = llmbar_check(rs)
-        main = [r for r in rows if not r["key"].startswith("kappa")]
-        kappas = [r for r in rows if r["key"].startswith("kappa")]
-        bad = [r for r in rows if not r["match"]]
-        summary = (f"{sum(r['match'] for r in main)} of {len(main)} accuracy figures (correct_False, correct_True, "
-                   f"correct_average, correct_both, equal) in {len({(r['judge'], r['condition']) for r in main})} "
-                   f"statistics.json files reproduced exactly from the verdicts; "
-                   f"{sum(r['match'] for r in kappas)} of {len(kappas)} kappa figures reproduced.")
-        if kappas:
-            summary += (" LLMBar's kappa_* are not Cohen's κ between verdict and label: its script encodes a winner "
-                        "'2' (and a missing one) as 0 and compares that with labels 1/2, so they are reproduced with "
-                        "that encoding; the card's κ is the plain one.")
-        if bad:
-            summary += " Mismatches: " + "; ".join(f"{r['judge']}/{r['condition']} {r['key']}: published "
-                                                   f"{r['published']!r}, here {r['reproduced']!r}" for r in bad[:10])
-        return {"kind": "llmbar statistics.json", "rows": rows, "summary": summary}
-    if rs.format == "pandalm":
-        rows = pandalm_claims(rs)
-        if not rows:
-            return None
-        return {"kind": "pandalm README claim", "rows": rows, "summary": _claim_summary(rows)}
-    return None
+    """``{"kind", "rows", "summary"}`` for a format whose publisher printed figures (its registered check), else
+    None."""
+    check = publisher_check_of(rs.format)
+    return check(rs, analysis) if check is not None else None

@@ -36,6 +36,7 @@ from rubriclab.recorded._records import (
     to_choice,
     to_verdict,
 )
+from rubriclab.recorded._registry import SourceContext, register_format
 
 ANNOTATOR = "dataset"
 STAT_KEYS = ("correct_False", "correct_True", "correct_average", "correct_both", "equal")
@@ -288,3 +289,8 @@ def llmbar_check(rs: RecordedSet, *, kappa_tolerance: float = 1e-9) -> list[dict
             rows.append({"judge": judge, "condition": strategy, "key": key, "published": want,
                          "reproduced": got, "match": bool(ok)})
     return rows
+
+
+@register_format("llmbar", what="LLMBar's folder as downloaded: dataset.json and evaluators/<judge>/<strategy>/result.json")
+def _llmbar_source(s: Any, ctx: SourceContext) -> RecordedSet:
+    return read_llmbar(ctx.path, name=ctx.name, judges=s.judges, conditions=s.conditions)

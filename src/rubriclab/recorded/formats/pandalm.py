@@ -19,6 +19,7 @@ from typing import Any
 from rubriclab.errors import InputError
 from rubriclab.recorded._jsonfile import json_array, require
 from rubriclab.recorded._records import Judgment, RecordedPair, RecordedSet, license_name, meta_tuple
+from rubriclab.recorded._registry import SourceContext, register_format
 
 TESTSET = "testset-v1.json"
 ANNOTATORS = ("annotator1", "annotator2", "annotator3")
@@ -110,3 +111,8 @@ def read_pandalm(folder: str | Path, *, name: str | None = None, judges: Iterabl
         notes=["A judge's reply that is no verdict (gpt-3.5-turbo's 'garbage') is `none` and counts as wrong.",
                "Response 1 was always shown first: there is no swapped order, so position metrics are undefined."],
     )
+
+
+@register_format("pandalm", what="PandaLM's data folder: testset-v1.json and <judge>-testset-v1.json")
+def _pandalm_source(s: Any, ctx: SourceContext) -> RecordedSet:
+    return read_pandalm(ctx.path, name=ctx.name, judges=s.judges)

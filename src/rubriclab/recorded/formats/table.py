@@ -31,6 +31,7 @@ from typing import Any
 from rubriclab.data import read_rows
 from rubriclab.errors import InputError
 from rubriclab.recorded._records import LABELS, Judgment, RecordedPair, RecordedSet, to_verdict
+from rubriclab.recorded._registry import SourceContext, register_format
 
 _VERDICT_WORDS = {"first": "first", "second": "second", "tie": "tie", "none": "none", "a": "first", "b": "second"}
 _CHOICE_WORDS = {"1": "1", "2": "2", "tie": "tie", "none": "none", "output_1": "1", "output_2": "2"}
@@ -68,7 +69,7 @@ def read_table(path: str | Path, *, name: str | None = None, default_condition: 
     for col in ("pair_id", "judge"):
         if col not in cols:
             raise InputError("required column is missing", file=file, field=col,
-                             expected="columns pair_id, judge and verdict or choice (see rubriclab.recorded._table)")
+                             expected="columns pair_id, judge and verdict or choice (see rubriclab.recorded.formats.table)")
     if ("verdict" in cols) == ("choice" in cols):
         raise InputError("has both or neither of 'verdict' and 'choice'", file=file, field="verdict",
                          expected="a 'verdict' column (as presented) or a 'choice' column (the pair's output)")
@@ -144,3 +145,8 @@ def read_table(path: str | Path, *, name: str | None = None, default_condition: 
         "label = the 'label' column" if label_cols else "no label column: nothing is compared with a label")
     return RecordedSet(name=name or path.stem, format="table", path=file, pairs=pairs, judgments=judgments,
                        provenance=f"a table of recorded judgments ({path.name})", label_rule=rule, notes=notes)
+
+
+@register_format("table", what="a long table of judgments: CSV, JSON lines or parquet, one row per judgment")
+def _table_source(s: Any, ctx: SourceContext) -> RecordedSet:
+    return read_table(ctx.path, name=ctx.name)

@@ -23,10 +23,12 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.recorded._records import Judgment, RecordedPair, RecordedSet, meta_tuple, to_choice
+from rubriclab.recorded._registry import SourceContext, register_format
 
 WORDS = {"first": "first", "a": "first", "1": "first", "second": "second", "b": "second", "2": "second",
          "tie": "tie"}
@@ -200,3 +202,18 @@ def read_mlflow(tracking_uri: str, experiment: str, *, name: str | None = None, 
                                   "against human feedback of the same name",
                        label_rule="label = the majority of the human assessments of the same name on the pair's "
                                   "traces (one annotator: its label)", notes=notes)
+
+
+def tracking_location(path: str, project: Path) -> str:
+    """A tracking URI as given (``sqlite:///…``, ``http://…``), or a local ``.db`` file as ``sqlite:///<abs path>``."""
+    if "://" in path:
+        return path
+    p = Path(path)
+    return f"sqlite:///{(p if p.is_absolute() else project / p).resolve().as_posix()}"
+
+
+@register_format("mlflow", what="an MLflow tracking URI or .db file, with experiment: the traces' assessments",
+                 keys=("experiment", "assessments"), required={"experiment": "a name or id"})
+def _mlflow_source(s: Any, ctx: SourceContext) -> RecordedSet:
+    return read_mlflow(tracking_location(ctx.raw_path, ctx.project), s.experiment, name=ctx.name,
+                       assessments=s.assessments)
