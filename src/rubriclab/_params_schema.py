@@ -657,6 +657,7 @@ class RecordedSource(Section):
     format: _lit(RECORDED_FORMATS)
     experiment: Name = None  # mlflow: experiment name or id
     assessments: list[Name] = None  # mlflow: only these assessment names
+    testdata: Name = None  # autoj: testdata_pairwise.jsonl (default: found beside the outputs, as the repo lays it out)
     judges: list[Name] = None
     conditions: list[Name] = None
     baseline: Name | None = None  # overrides recorded.baseline for this source
