@@ -656,6 +656,7 @@ class RecordedSource(Section):
     # (store: a file, a URL, or llm.store for the project's own); shipped:<set> for a set shipped with the package
     format: _lit(RECORDED_FORMATS)
     experiment: Name = None  # mlflow: experiment name or id
+    instruction_difficulty: Name = None  # alpaca_eval: the publishers' instruction_difficulty.csv (for the LC rate)
     assessments: list[Name] = None  # mlflow: only these assessment names
     testdata: Name = None  # autoj: testdata_pairwise.jsonl (default: found beside the outputs, as the repo lays it out)
     judges: list[Name] = None
@@ -673,6 +674,11 @@ class RecordedSource(Section):
     both_orders: Bool = None
     judge_model: Name = None  # overrides llm.roles.judge's model
     temperature: NonNegNum = None  # overrides llm.roles.judge's temperature
+    # format inspect_ai: the human grades (a table with sample_id, label; or `target`: each sample's target), the
+    # number at or above which a numeric score is a correct grade, and several epochs as items or conditions
+    labels: Name = None
+    threshold: Num = None
+    epochs: _lit(("items", "conditions")) = None
 
 
 class RecordedCalibrate(Section):

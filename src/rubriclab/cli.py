@@ -269,8 +269,14 @@ def cmd_recorded(args: argparse.Namespace) -> int:
 
 
 def _recorded_gate(args: argparse.Namespace, params: dict, project: Path, name: str) -> int:
-    from rubriclab.stages.recorded import run_recorded_gate
+    from rubriclab.stages.recorded import run_leaderboard_gate, run_recorded_gate
 
+    if args.judge and args.to_judge and not (args.from_ or args.to):  # two judges' leaderboards: reordered?
+        res = run_leaderboard_gate(params, project, name, judge=args.judge, to_judge=args.to_judge,
+                                   out_dir=Path(args.out) if args.out else None)
+        print(res["verdict"])
+        print(f"report: {res['paths']['report.md']}")
+        return res["exit_code"]
     missing = [opt for opt, v in (("--judge", args.judge), ("--from", args.from_), ("--to", args.to)) if not v]
     if missing:
         print(f"rubriclab recorded gate: error: {', '.join(missing)} required (the two sides: --judge J --from "
@@ -550,7 +556,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-track", action="store_true", help="do not log an MLflow run")
     g = p.add_argument_group("gate", "`rubriclab recorded gate <source> --judge J --from C1 --to C2`: the drift gate "
                                      "(as `drift check`, on recorded verdicts: no model call) per domain; exit 1 when "
-                                     "it flags")
+                                     "it flags. On a leaderboard source (alpaca_eval), `--judge J --to-judge J2` alone "
+                                     "asks whether switching the judge reorders the models (exit 1 when a reversal "
+                                     "is supported)")
     g.add_argument("--judge", default=None, help="the judge of the old side (and of the new one without --to-judge)")
     g.add_argument("--from", dest="from_", default=None, metavar="CONDITION", help="the old side's condition")
     g.add_argument("--to", default=None, metavar="CONDITION", help="the new side's condition")

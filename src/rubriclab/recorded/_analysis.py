@@ -60,6 +60,8 @@ from rubriclab.recorded._agreement import (
 )
 from rubriclab.recorded._biases import biases as bias_rows
 from rubriclab.recorded._boot import additive_bootstrap, additive_bootstraps, mean_bootstrap, paired_differences
+from rubriclab.recorded._disagreements import confusion_counts, disagreements
+from rubriclab.recorded._leaderboard import judge_vs_judge, leaderboard
 from rubriclab.recorded._records import CHOICES, ORDERS, VERDICTS, RecordedSet
 from rubriclab.recorded._rows import NONE, PairValues, Rows, first_codes, shared
 from rubriclab.stats import (
@@ -76,6 +78,7 @@ CELL_METRICS = ("accuracy", "accuracy_original", "accuracy_swapped", "both_corre
                 "first_position_rate", "kappa", "kappa_original", "kappa_swapped", "macro_precision", "macro_recall",
                 "macro_f1")
 COMPARED = ("accuracy", "positional_agreement")
+ORDER_UNKNOWN = "presentation order not recorded by the source (see its notes)"
 ORDER_FREE = "pointwise rating: each output scored alone, so presentation order plays no part"
 MIN_MAJORITY_JUDGES = 3
 
@@ -154,6 +157,10 @@ class RecordedAnalysis:
     majority: list[dict[str, Any]] = field(default_factory=list)
     biases: list[dict[str, Any]] = field(default_factory=list)
     bias_info: dict[str, Any] = field(default_factory=dict)
+    leaderboard: list[dict[str, Any]] = field(default_factory=list)  # head-to-head sources (AlpacaEval)
+    judges_compared: list[dict[str, Any]] = field(default_factory=list)  # their leaderboards, judge against judge
+    confusion: list[dict[str, Any]] = field(default_factory=list)  # label × choice counts per judge × condition
+    disagreements: pd.DataFrame | None = None  # every labelled judgment off its label (disagreements.csv)
     notes: list[str] = field(default_factory=list)
 
     def cell(self, judge: str, condition: str) -> dict[str, Any]:
@@ -166,7 +173,9 @@ class RecordedAnalysis:
         return {"source": self.source, "settings": asdict(self.settings), "counts": self.counts, "cells": self.cells,
                 "comparisons": self.comparisons, "contrasts": self.contrasts, "judge_agreement": self.judge_agreement,
                 "annotator_agreement": self.annotator_agreement, "majority": self.majority, "biases": self.biases,
-                "bias_info": self.bias_info,
+                "bias_info": self.bias_info, "leaderboard": self.leaderboard,
+                "judges_compared": self.judges_compared, "confusion": self.confusion,
+                "n_disagreements": 0 if self.disagreements is None else len(self.disagreements),
                 "notes": self.notes}
 
 
@@ -213,6 +222,7 @@ def judgments_frame(rs: RecordedSet, tie_credit: float = TIE_CREDIT) -> pd.DataF
     credit = np.where(choice == labels, 1.0, np.where((choice == "tie") & labels.notna(), tie_credit, 0.0))
     df["credit"] = np.where(labels.isna(), np.nan, credit)
     df["order_free"] = df["meta"].str.contains(r"(?:^|;)mode=rating(?:;|$)", regex=True)
+    df["order_unknown"] = df["meta"].str.contains(r"(?:^|;)order_known=0(?:;|$)", regex=True)
     return df
 
 
@@ -258,6 +268,9 @@ def _cell(rows: Rows, sl: slice, classes: list[str], s: Settings) -> dict[str, A
     if rows.order_free[sl].all():  # each output scored alone: the two "orders" are one judgment, position means nothing
         for key in ("positional_agreement", "first_position_rate"):
             out[key] = _missing(ORDER_FREE)
+    elif rows.order_unknown[sl].all():  # the source does not say which output the judge saw first
+        for key in ("positional_agreement", "first_position_rate"):
+            out[key] = _missing(ORDER_UNKNOWN)
     out.update(_agreement_with_label(rows, sl, lab, classes, s))
     return out
 
@@ -580,4 +593,9 @@ def _analyze(rs: RecordedSet, s: Settings) -> RecordedAnalysis:
     res.annotator_agreement = annotator_agreement(rs, s)
     res.majority = majority_of_judges(df, s, rows)
     res.biases, res.bias_info = bias_rows(rs, rows, s, _mean_entry)
+    res.disagreements = disagreements(rs)
+    res.confusion = confusion_counts(rs).to_dict("records")
+    if "alpaca_eval" in rs.extras:  # each model against a baseline: the publishers' leaderboard, judge against judge
+        res.leaderboard = leaderboard(rs, s)
+        res.judges_compared = judge_vs_judge(rs, s)
     return res

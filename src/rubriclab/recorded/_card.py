@@ -11,9 +11,12 @@ import pandas as pd
 
 from rubriclab import atomic
 from rubriclab.recorded._analysis import CELL_METRICS, MIN_MAJORITY_JUDGES, RecordedAnalysis
+from rubriclab.recorded._disagreements import COLUMNS as DISAGREE_COLUMNS
+from rubriclab.recorded._disagreements import disagreements_md, trace_link
 from rubriclab.reporting import files_line
 from rubriclab.stats import TIES_COMMON
 
+CONFUSION_COLUMNS = ["judge", "condition", "label", "choice_1", "choice_2", "choice_tie", "choice_none", "n"]
 MAIN_COLUMNS = {
     "accuracy": "Acc", "accuracy_original": "Acc orig", "accuracy_swapped": "Acc swap", "both_correct": "Both",
     "positional_agreement": "Pos. agree", "first_position_rate": "1st-pos", "kappa": "κ", "macro_f1": "macro-F1",
@@ -92,7 +95,18 @@ def _interval_line(analysis: RecordedAnalysis) -> str:
             "tie verdicts); a reply that is no verdict (`none`) is wrong and stays in every denominator (column none).")
 
 
-def card_markdown(analysis: RecordedAnalysis, publisher: dict[str, Any] | None = None) -> str:
+def _linked(analysis: RecordedAnalysis, mlflow_ui: str | None) -> pd.DataFrame:
+    """The analysis' disagreements with their MLflow UI links (the UI's address is the card writer's to know)."""
+    table = analysis.disagreements if analysis.disagreements is not None else pd.DataFrame(columns=DISAGREE_COLUMNS)
+    if mlflow_ui and len(table):
+        table = table.copy()
+        table["link"] = [trace_link(mlflow_ui, e, t) for e, t in zip(
+            table.get("experiment_id", [None] * len(table)), table["trace_id"], strict=True)]
+    return table
+
+
+def card_markdown(analysis: RecordedAnalysis, publisher: dict[str, Any] | None = None,
+                  mlflow_ui: str | None = None) -> str:
     """The card as markdown (see the module docstring)."""
     src, n = analysis.source, analysis.counts
     md = [f"# Recorded judges: {src['name']}", "",
@@ -123,11 +137,14 @@ def card_markdown(analysis: RecordedAnalysis, publisher: dict[str, Any] | None =
                       if c["metrics"].get(k, {}).get("value") is None})
     if missing:
         md += ["Empty cells: " + "; ".join(missing) + ".", ""]
+    md += leaderboard_md(analysis.leaderboard, analysis.judges_compared)
     md += _contrasts_md(analysis)
     md += _comparisons_md(analysis)
     md += _agreement_md(analysis)
     md += _majority_md(analysis)
     md += _bias_md(analysis)
+    md += disagreements_md(_linked(analysis, mlflow_ui), pd.DataFrame(analysis.confusion, columns=CONFUSION_COLUMNS),
+                           _md_table)
     if publisher:
         md += [f"## Publisher check ({publisher['kind']})", "", publisher["summary"], ""]
         if publisher["kind"].startswith("pandalm"):
@@ -137,7 +154,8 @@ def card_markdown(analysis: RecordedAnalysis, publisher: dict[str, Any] | None =
                              for r in publisher["rows"]]) + [""]
     md += [files_line([("card.json", "everything"), ("card.csv", "this table with every metric's interval and n"),
                        ("comparisons.csv", None), ("contrasts.csv", None), ("agreement.csv", None),
-                       ("majority.csv", None), ("biases.csv", None),
+                       ("majority.csv", None), ("biases.csv", None), ("disagreements.csv", None),
+                       ("confusion.csv", None),
                        ("judgments.parquet", "every judgment: verdict as presented, choice, label, raw text, "
                                              "generated text"),
                        *([("publisher_check.csv", None)] if publisher else [])], empty_tables(analysis)), ""]
@@ -161,7 +179,102 @@ def empty_tables(analysis: RecordedAnalysis) -> dict[str, str]:
                                "one condition; no condition has them")
     if not analysis.biases:
         out["biases.csv"] = "no pair's outputs differ in length or lists (or the source holds no output texts)"
+    if not analysis.confusion:
+        out["disagreements.csv"] = out["confusion.csv"] = "no labelled judgment: the source has no labels"
+    elif analysis.disagreements is not None and analysis.disagreements.empty:
+        out["disagreements.csv"] = "every labelled judgment agrees with its label"
     return out
+
+
+def _pct(x: Any, digits: int = 2) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{float(x):.{digits}f}"
+
+
+def _ci_pct(value: Any, ci: dict[str, Any] | None) -> str:
+    if value is None:
+        return "—"
+    if not ci or ci.get("low") is None or ci.get("high") is None:
+        return _pct(value)
+    return f"{_pct(value)} [{_pct(ci['low'])}, {_pct(ci['high'])}]"
+
+
+def leaderboard_md(rows: list[dict[str, Any]], compared: list[dict[str, Any]]) -> list[str]:
+    """The leaderboard per judge (each model against its baseline) and the judges' leaderboards compared."""
+    if not rows:
+        return []
+    ci = rows[0]["win_rate_ci"]
+    md = ["## Leaderboard", "",
+          "Per judge (annotator) and model, as the publishers compute it (alpaca_eval.metrics.get_winrate): win rate "
+          "= 100 × mean(preference − 1), a draw half; s.e. its standard error; wins / baseline wins / draws / "
+          "counted; discrete: each preference rounded to a side first; avg length of the model's outputs; LC: the "
+          f"length-controlled win rate where computable. Rates in %, with {100 * ci['level']:g}% percentile "
+          f"bootstrap intervals over instructions (B={ci['resamples']}, n = instructions counted). No verdict: "
+          "annotations without a preference (left out of every rate, counted).", ""]
+    table = []
+    for r in rows:
+        table.append([r["annotator"], r["model"], r["baseline"], _ci_pct(r["win_rate"], r["win_rate_ci"]),
+                      _pct(r["standard_error"]), f"{r['n_wins']} / {r['n_wins_base']} / {r['n_draws']} / "
+                      f"{r['n_total']}", _ci_pct(r["discrete_win_rate"], r["discrete_win_rate_ci"]), r["avg_length"],
+                      _pct(r["length_controlled_winrate"]) if r["length_controlled_winrate"] is not None else "—",
+                      r["n_no_verdict"], _pct(r["price_per_1000"]), _pct(r["seconds_per_1000"], 0)])
+    md += _md_table(["judge", "model", "baseline", "win rate [CI]", "s.e.", "wins / base / draws / n",
+                     "discrete [CI]", "avg length", "LC", "no verdict", "$ / 1000", "s / 1000"], table) + [""]
+    reasons = sorted({r["lc_reason"] for r in rows if r.get("lc_reason")})
+    if reasons:
+        md += ["LC —: " + "; ".join(reasons) + ".", ""]
+    for c in compared:
+        md += judges_compared_md(c)
+    return md
+
+
+def judges_compared_md(c: dict[str, Any]) -> list[str]:
+    """Two judges' leaderboards compared: rank agreement, the pairs they order differently, each model's Δ."""
+    md = [f"### Judge against judge: {c['a']} vs {c['b']}", ""]
+    if c.get("reason"):
+        return md + [c["reason"] + ".", ""]
+    bases = c["baselines"]
+    same = bases[c["a"]] == bases[c["b"]]
+    md += [f"Over the {c['n_models']} models both judged ({', '.join(c['models'])}), on the "
+           f"{c['n_instructions']} instructions both judged for every one of them: Spearman's ρ "
+           f"{_rank(c['spearman'])}, Kendall's τ {_rank(c['kendall'])} ({c['spearman']['method']}, "
+           f"{100 * c['spearman']['level']:g}%, B={c['spearman']['resamples']}). Does switching the judge "
+           "reorder the leaderboard? " + _reversal_text(c)
+           + ("" if same else f" The two judges' runs compare the models with different baselines ("
+              f"{c['a']}: {', '.join(bases[c['a']])}; {c['b']}: {', '.join(bases[c['b']])}): each model's Δ "
+              "below mixes the judge with the baseline; the ranks compare like with like."), ""]
+    md += _md_table(["model", f"win rate {c['a']} (shared instructions)", f"win rate {c['b']}", "Δ (b − a) [CI]",
+                     "q (BH)", "result"],
+                    [[m["model"], _pct(m.get("win_rate_a")), _pct(m.get("win_rate_b")),
+                      f"{_pct(m.get('diff'))} [{_pct(m.get('low'))}, {_pct(m.get('high'))}]",
+                      _num(m.get("p_adjusted")), m.get("label") or m.get("degenerate") or "—"]
+                     for m in c["models_compared"]]) + [""]
+    return md
+
+
+def _reversal_text(c: dict[str, Any]) -> str:
+    rev = c["reversals"]
+    pairs = rev["pairs"]
+    if not pairs:
+        return f"No: every one of the {rev['n_pairs_compared']} pairs of models is in the same order."
+    parts = [f"{a} − {b}: {_pct(p['diff_a'])} under {c['a']} (q {_num(p['q_a'])}), {_pct(p['diff_b'])} under "
+             f"{c['b']} (q {_num(p['q_b'])}): " + ("**a supported reversal**" if p["supported"] else "not supported")
+             for p in pairs for a, b in [p["models"]]]
+    n_sup = sum(p["supported"] for p in pairs)
+    return (f"{len(pairs)} of {rev['n_pairs_compared']} pairs of models swap order (win-rate points) — "
+            + "; ".join(parts) + ". "
+            + (f"{n_sup} reversal(s) supported" if n_sup else "None of the swaps is supported by both judges' data")
+            + f" ({rev['rule']}).")
+
+
+def leaderboard_gate_markdown(result: dict[str, Any], source: str) -> str:
+    """The leaderboard gate's report: the verdict, then the comparison it rests on."""
+    md = [f"# Leaderboard gate: {source}", "", f"**{result['verdict']}**", "",
+          f"Old judge: `{result['old']}`; new judge: `{result['new']}`. No model was called (recorded verdicts).", ""]
+    return "\n".join(md + judges_compared_md(result["comparison"])) + "\n"
+
+
+def _rank(e: dict[str, Any]) -> str:
+    return f"{e['value']:.3f} [{e['low']:.3f}, {e['high']:.3f}]" if e.get("value") is not None else "—"
 
 
 def headline(source: dict[str, Any]) -> str:
@@ -383,14 +496,14 @@ def jsonable(obj: Any) -> Any:
     return obj
 
 
-def write_card(analysis: RecordedAnalysis, out_dir: str | Path, publisher: dict[str, Any] | None = None
-               ) -> dict[str, Path]:
+def write_card(analysis: RecordedAnalysis, out_dir: str | Path, publisher: dict[str, Any] | None = None,
+               mlflow_ui: str | None = None) -> dict[str, Path]:
     """Write card.md / card.json / card.csv and the long tables into ``out_dir``; returns name -> path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = {name: out / name for name in ("card.md", "card.json", "card.csv", "comparisons.csv", "contrasts.csv",
                                            "agreement.csv", "majority.csv", "biases.csv")}
-    atomic.write_text(paths["card.md"], card_markdown(analysis, publisher))
+    atomic.write_text(paths["card.md"], card_markdown(analysis, publisher, mlflow_ui))
     atomic.write_json(paths["card.json"], jsonable({**analysis.to_dict(), "publisher_check": publisher}), indent=2,
                       default=str, allow_nan=False, ensure_ascii=False)
     atomic.write_csv(cells_frame(analysis), paths["card.csv"], index=False)
@@ -402,6 +515,9 @@ def write_card(analysis: RecordedAnalysis, out_dir: str | Path, publisher: dict[
     atomic.write_csv(_flat(agreement), paths["agreement.csv"], index=False)
     atomic.write_csv(_flat(analysis.majority), paths["majority.csv"], index=False)
     atomic.write_csv(_flat(analysis.biases), paths["biases.csv"], index=False)
+    paths["disagreements.csv"] = atomic.write_csv(_linked(analysis, mlflow_ui), out / "disagreements.csv", index=False)
+    paths["confusion.csv"] = atomic.write_csv(pd.DataFrame(analysis.confusion, columns=CONFUSION_COLUMNS),
+                                              out / "confusion.csv", index=False)
     if publisher:
         paths["publisher_check.csv"] = out / "publisher_check.csv"
         atomic.write_csv(pd.DataFrame(publisher["rows"]), paths["publisher_check.csv"], index=False)

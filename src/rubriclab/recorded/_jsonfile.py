@@ -1,5 +1,5 @@
 """Reading publishers' JSON files so that an error can name the line: a top-level array is decoded item by item
-(``json.JSONDecoder.raw_decode``), each item with the line it starts on."""
+(``json.JSONDecoder.raw_decode``), each item with the line it starts on; a JSON-lines file line by line."""
 
 from __future__ import annotations
 
@@ -78,3 +78,22 @@ def require(obj: Any, keys: tuple[str, ...], *, file: Path, line: int, what: str
             raise InputError(f"{what} has no '{key}'", file=str(file), line=line, field=key,
                              expected=f"an object with {', '.join(keys)}")
     return obj
+
+
+def jsonl_rows(path: Path) -> list[tuple[int, Any]]:
+    """The JSON value of every non-blank line of ``path`` (blank lines skipped, as the publishers' ``read_jsonl``
+    does), each as ``(line number, value)``; an undecodable line is a one-line error naming it."""
+    if not path.is_file():
+        raise InputError("file not found" if not path.exists() else "is not a file", file=str(path),
+                         expected="a JSON-lines file as the publisher ships it")
+    rows = []
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for line, text in enumerate(fh, start=1):
+            if not text.strip():
+                continue
+            try:
+                rows.append((line, json.loads(text)))
+            except ValueError as exc:
+                raise InputError(f"invalid JSON: {exc}", file=str(path), line=line,
+                                 expected="one JSON object a line") from None
+    return rows

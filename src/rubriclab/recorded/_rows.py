@@ -73,6 +73,7 @@ class Rows:
     label: np.ndarray
     credit: np.ndarray
     order_free: np.ndarray
+    order_unknown: np.ndarray
     cells: dict[tuple[str, str], slice]
     _per_pair: dict[tuple[str, str, str], PairValues] = field(default_factory=dict)
 
@@ -87,7 +88,8 @@ class Rows:
         return cls(pair_ids=pair_ids.astype(object), pair=pair.astype(np.intp), order=codes_of(df["order"], ORDERS),
                    verdict=codes_of(df["verdict"], VERDICTS), choice=codes_of(df["choice"], CHOICES),
                    label=codes_of(df["label"], CHOICES), credit=df["credit"].to_numpy(float),
-                   order_free=df["order_free"].to_numpy(bool), cells=cells)
+                   order_free=df["order_free"].to_numpy(bool), order_unknown=df["order_unknown"].to_numpy(bool),
+                   cells=cells)
 
     def judges(self) -> list[str]:
         return sorted({j for j, _ in self.cells})

@@ -8,12 +8,12 @@ from pathlib import Path
 
 from rubriclab.errors import ConfigError
 
-SHIPPED_FORMATS = {"llmbar_natural": "llmbar", "pandalm": "pandalm"}
+SHIPPED_FORMATS = {"llmbar_natural": "llmbar", "pandalm": "pandalm", "alpaca_eval": "alpaca_eval"}
 SCHEME = "shipped:"
 
 
 def shipped_path(name: str) -> Path:
-    """The folder of a shipped set (``llmbar_natural``, ``pandalm``) inside the installed package."""
+    """The folder of a shipped set (``llmbar_natural``, ``pandalm``, ``alpaca_eval``) inside the installed package."""
     if name not in SHIPPED_FORMATS:
         raise ConfigError(f"no shipped set {name!r}; shipped: {', '.join(SHIPPED_FORMATS)}")
     folder = resources.files("rubriclab.recorded").joinpath("published", name)

@@ -48,6 +48,7 @@ from rubriclab.recorded import (
     read_source,
     write_card,
 )
+from rubriclab.report import DEFAULT_UI
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 
@@ -85,16 +86,30 @@ def stage_metrics(rs: RecordedSet, analysis: RecordedAnalysis, publisher: dict[s
                                for r in analysis.contrasts},
                            "judge_alpha": {r["condition"]: r["krippendorff_alpha"]["value"]
                                            for r in analysis.judge_agreement}}
+    if analysis.leaderboard:  # per judge and model: the publishers' rates with their intervals
+        out["leaderboard"] = {f"{r['annotator']} · {r['model']}": {
+            "win_rate": r["win_rate"], "win_rate_low": r["win_rate_ci"]["low"], "win_rate_high": r["win_rate_ci"]["high"],
+            "discrete_win_rate": r["discrete_win_rate"], "n_total": r["n_total"],
+            "length_controlled_winrate": r["length_controlled_winrate"]} for r in analysis.leaderboard}
+        out["judges_compared"] = {f"{c['a']} vs {c['b']}": {
+            "spearman": (c.get("spearman") or {}).get("value"), "kendall": (c.get("kendall") or {}).get("value"),
+            "swapped_pairs": len((c.get("reversals") or {}).get("pairs", [])),
+            "supported_reversals": sum(p["supported"] for p in (c.get("reversals") or {}).get("pairs", []))}
+            for c in analysis.judges_compared}
     if analysis.annotator_agreement:
         a = analysis.annotator_agreement
         out["annotator_alpha"] = a["krippendorff_alpha"]["value"]
         out["annotator_fleiss_kappa"] = a["fleiss_kappa"]["value"]
     if publisher:
         rows = publisher["rows"]
-        if "match" in (rows[0] if rows else {}):
-            out["publisher_check"] = {"figures": len(rows), "reproduced": sum(bool(r["match"]) for r in rows)}
+        if publisher.get("metrics"):  # a check that states its own headline figures
+            out["publisher_check"] = publisher["metrics"]
+        elif "match" in (rows[0] if rows else {}):
+            checked = [r for r in rows if r["match"] is not None]  # a row with nothing published to match is no figure
+            out["publisher_check"] = {"figures": len(checked), "reproduced": sum(bool(r["match"]) for r in checked)}
         else:
-            out["publisher_check"] = {r["metric"]: r["ratio"] for r in rows}
+            out["publisher_check"] = {f"{r['metric']} ({r['convention']})" if r.get("convention") else r["metric"]:
+                                      r["ratio"] for r in rows}
     return out
 
 
@@ -139,7 +154,7 @@ def write_calibration(rs: RecordedSet, analysis: RecordedAnalysis, calibrate: Re
     """The calibration step: every judge × condition with a seeded draw of ``label_fraction`` of the labels
     (``calibration.csv``, ``calibration.json``); nothing when ``recorded.calibrate`` is off."""
     settings = calibration_settings(calibrate, analysis.settings.confidence)
-    if settings is None:
+    if settings is None or not analysis.counts["labelled_pairs"]:  # no human label: nothing to calibrate to
         return {}
     table, full = calibrate_cells(rs, [(c["judge"], c["condition"]) for c in analysis.cells], settings)
     meta = {"settings": {k: getattr(settings, k) for k in settings.__dataclass_fields__}, "cells": full}
@@ -159,7 +174,7 @@ def run_recorded_stage(params: Params | dict[str, Any], project: Path, name: str
     analysis = analyze(rs, settings)
     publisher = publisher_check(rs, analysis)
     out = Path(out_dir) if out_dir else project / "outputs/recorded" / name
-    paths = write_card(analysis, out, publisher)
+    paths = write_card(analysis, out, publisher, mlflow_ui=p.report.mlflow_ui or DEFAULT_UI)
     paths["judgments.parquet"] = atomic.write_parquet(rs.frame(), out / "judgments.parquet", index=False)
     paths.update(write_calibration(rs, analysis, p.recorded.calibrate, out))
     metrics = stage_metrics(rs, analysis, publisher)
@@ -199,6 +214,24 @@ def run_recorded_gate(params: Params | dict[str, Any], project: Path, name: str,
     return out
 
 
+def run_leaderboard_gate(params: Params | dict[str, Any], project: Path, name: str, *, judge: str, to_judge: str,
+                         out_dir: Path | None = None) -> dict[str, Any]:
+    """Does switching the judge from ``judge`` to ``to_judge`` reorder ``recorded.sources.<name>``'s leaderboard
+    (a head-to-head source such as AlpacaEval's)? Writes ``report.md`` / ``report.json`` into ``out_dir`` (default
+    ``outputs/recorded_cli/<name>/gate``); returns the result with its ``paths``."""
+    from rubriclab.recorded._card import jsonable, leaderboard_gate_markdown
+    from rubriclab.recorded._leaderboard import leaderboard_gate
+
+    p = Params.of(params)
+    source = source_entry(p, name)
+    rs = read_source(source, project, name, llm=p.llm, data_seed=p.data.seed)
+    res = leaderboard_gate(rs, judge, to_judge, Settings.of(p.recorded, source))
+    out = Path(out_dir) if out_dir else project / "outputs/recorded_cli" / name / "gate"
+    res["paths"] = {"report.md": atomic.write_text(out / "report.md", leaderboard_gate_markdown(res, name)),
+                    "report.json": atomic.write_json(out / "report.json", jsonable(res), indent=2, allow_nan=False)}
+    return res
+
+
 def summary_lines(res: dict[str, Any]) -> list[str]:
     """A few lines for the terminal: accuracy per judge × condition and the publisher check."""
     a: RecordedAnalysis = res["analysis"]
@@ -209,6 +242,10 @@ def summary_lines(res: dict[str, Any]) -> list[str]:
         if e.get("value") is not None:
             ci = f" [{e['low']:.3f}, {e['high']:.3f}]" if e.get("low") is not None else ""
             lines.append(f"  {c['judge']:<16} {c['condition']:<26} accuracy {e['value']:.3f}{ci} n={e['n']}")
+    for r in a.leaderboard:
+        ci = r["win_rate_ci"]
+        lines.append(f"  {r['annotator']:<32} {r['model']:<22} win rate {r['win_rate']:6.2f}% [{ci['low']:.2f}, "
+                     f"{ci['high']:.2f}] n={r['n_total']} (vs {r['baseline']})")
     if res.get("publisher"):
         lines.append(res["publisher"]["summary"])
     return lines

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab.errors import InputError
+from rubriclab.recorded._jsonfile import jsonl_rows
 from rubriclab.recorded._records import Judgment, RecordedPair, RecordedSet, license_name, meta_tuple
 from rubriclab.recorded._registry import SourceContext, register_check, register_format
 from rubriclab.recorded._shipped import resolve_path
@@ -79,25 +80,6 @@ README_FIGURES: dict[str, dict[tuple[str, str], dict[str, float]]] = {"example":
                               "Creative Writing": 63.43, "Functional Writing": 68.33, "General Communication": 57.29,
                               "NLP Tasks": 62.12, OVERALL: 59.99},
 }}
-
-
-def jsonl_rows(path: Path) -> list[tuple[int, Any]]:
-    """The JSON value of every non-blank line of ``path`` (blank lines skipped, as the publishers' ``read_jsonl``
-    does), each as ``(line number, value)``; an undecodable line is a one-line error naming it."""
-    if not path.is_file():
-        raise InputError("file not found" if not path.exists() else "is not a file", file=str(path),
-                         expected="a JSON-lines file as the publisher ships it")
-    rows = []
-    with path.open(encoding="utf-8", errors="replace") as fh:
-        for line, text in enumerate(fh, start=1):
-            if not text.strip():
-                continue
-            try:
-                rows.append((line, json.loads(text)))
-            except ValueError as exc:
-                raise InputError(f"invalid JSON: {exc}", file=str(path), line=line,
-                                 expected="one JSON object a line") from None
-    return rows
 
 
 def extract_pairwise_result(text: str) -> int:

@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab.errors import InputError
+from rubriclab.recorded._jsonfile import jsonl_rows
 from rubriclab.recorded._records import Judgment, RecordedPair, RecordedSet, license_name, meta_tuple
 from rubriclab.recorded._registry import SourceContext, register_check, register_format
-from rubriclab.recorded.formats.autoj import jsonl_rows
 
 KEYS = ("pair_id", "source", "question", "response_A", "response_B", "label", "judgments")
 LABELS = {"A>B": "1", "B>A": "2", "A=B": "tie"}

@@ -171,6 +171,7 @@ def read_mlflow(tracking_uri: str, experiment: str, *, name: str | None = None, 
             key = (pid, who or "llm_judge", condition, order)
             j = Judgment(pair_id=pid, judge=who or "llm_judge", condition=condition, order=order,
                          verdict=verdict or "none", raw=raw, meta=meta_tuple({"trace_id": t.info.trace_id,
+                                                                               "experiment_id": exp.experiment_id,
                                                                                "assessment": a.name}))
             if key in judged:
                 counts["repeated_judgments"] += 1

@@ -1,0 +1,84 @@
+"""Where a judge and the label disagree, item by item, and the confusion matrix behind the card's κ and F1: every
+labelled judgment whose choice is not the label (a tie or no verdict on a decided label included), with the ids a
+user opens it by — the pair id, the trace id and its MLflow UI link for an MLflow source, the sample id for an
+inspect log — and per judge × condition the counts of label × choice."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from rubriclab.recorded._records import CHOICES, RecordedSet
+
+SHOWN = 20  # disagreements listed in card.md (all of them in disagreements.csv)
+COLUMNS = ["judge", "condition", "pair_id", "order", "label", "choice", "verdict", "trace_id", "experiment_id",
+           "sample_id", "link", "prompt", "raw"]
+
+
+def trace_link(ui: str | None, experiment_id: str | None, trace_id: str | None) -> str | None:
+    """The MLflow UI address of a trace (its experiment's Traces tab with the trace selected)."""
+    if not (ui and experiment_id and trace_id):
+        return None
+    return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/traces?selectedEvaluationId={trace_id}"
+
+
+def disagreements(rs: RecordedSet, mlflow_ui: str | None = None) -> pd.DataFrame:
+    """One row per labelled judgment whose choice differs from its pair's label (see the module docstring)."""
+    rows = []
+    for j in rs.judgments:
+        pair = rs.pairs[j.pair_id]
+        label = pair.label
+        if label is None or j.choice == label:
+            continue
+        meta = dict(j.meta)
+        rows.append({"judge": j.judge, "condition": j.condition, "pair_id": j.pair_id, "order": j.order,
+                     "label": label, "choice": j.choice, "verdict": j.verdict, "trace_id": meta.get("trace_id"),
+                     "experiment_id": meta.get("experiment_id"),
+                     "sample_id": meta.get("sample_id"),
+                     "link": trace_link(mlflow_ui, meta.get("experiment_id"), meta.get("trace_id")),
+                     "prompt": (pair.prompt or "")[:160], "raw": (j.raw or "")[:300]})
+    return pd.DataFrame(rows, columns=COLUMNS).sort_values(["judge", "condition", "pair_id", "order"],
+                                                           kind="stable").reset_index(drop=True)
+
+
+def confusion_counts(rs: RecordedSet) -> pd.DataFrame:
+    """Per judge × condition × label: the count of each choice (``1``, ``2``, ``tie``, ``none``), labelled
+    judgments only."""
+    rows: dict[tuple[str, str, str], dict[str, int]] = {}
+    for j in rs.judgments:
+        label = rs.pairs[j.pair_id].label
+        if label is None:
+            continue
+        cell = rows.setdefault((j.judge, j.condition, label), dict.fromkeys(CHOICES, 0))
+        cell[j.choice] += 1
+    out = [{"judge": k[0], "condition": k[1], "label": k[2], **{f"choice_{c}": v[c] for c in CHOICES},
+            "n": sum(v.values())} for k, v in sorted(rows.items())]
+    return pd.DataFrame(out, columns=["judge", "condition", "label", *(f"choice_{c}" for c in CHOICES), "n"])
+
+
+def disagreements_md(table: pd.DataFrame, confusion: pd.DataFrame, md_table: Any) -> list[str]:
+    """The card's section: counts per cell, the confusion matrices, and the first disagreements."""
+    if confusion.empty:
+        return ["## Where judge and label disagree", "",
+                "No labelled judgment: there is no label to disagree with (disagreements.csv and confusion.csv are "
+                "empty).", ""]
+    per_cell = table.groupby(["judge", "condition"]).size() if len(table) else pd.Series(dtype=int)
+    totals = confusion.groupby(["judge", "condition"])["n"].sum()
+    md = ["## Where judge and label disagree", "",
+          f"{len(table)} labelled judgments whose choice is not the label (a tie or no verdict on a decided label "
+          "counts), listed in `disagreements.csv` with their pair id (and the trace id and MLflow UI link, or the "
+          "sample id, where the source has them); the confusion matrices (`confusion.csv`) count label × choice per "
+          "judge × condition.", ""]
+    md += md_table(["judge", "condition", "disagree / labelled judgments"],
+                   [[j, c, f"{int(per_cell.get((j, c), 0))} / {int(n)}"] for (j, c), n in totals.items()]) + [""]
+    md += md_table(["judge", "condition", "label", "→ 1", "→ 2", "→ tie", "→ none"],
+                   [[r["judge"], r["condition"], r["label"], r["choice_1"], r["choice_2"], r["choice_tie"],
+                     r["choice_none"]] for r in confusion.to_dict("records")]) + [""]
+    if len(table):
+        shown = table.head(SHOWN)
+        md += [f"The first {len(shown)} of {len(table)}:", ""]
+        md += md_table(["judge", "condition", "pair", "order", "label", "choice", "open"],
+                       [[r["judge"], r["condition"], r["pair_id"], r["order"], r["label"], r["choice"],
+                         r["link"] or r["trace_id"] or r["sample_id"] or "—"] for r in shown.to_dict("records")]) + [""]
+    return md
