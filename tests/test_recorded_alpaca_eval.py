@@ -211,3 +211,23 @@ def test_the_leaderboard_gate_asks_whether_the_judge_reorders_the_models(tmp_pat
     finally:
         os.chdir(cwd)
     assert (tmp_path / "outputs/recorded_cli/ae/gate/report.md").read_text().count(verdict) >= 1
+
+
+def test_the_card_and_the_report_show_the_leaderboard_and_the_judges_compared(tmp_path) -> None:
+    from rubriclab.recorded import write_card
+    from rubriclab.report._recorded import recorded_sections
+
+    rows = _judge("judge_a", "base", {"m1": 0.8, "m2": 0.5, "m3": 0.2}) + _judge("judge_b", "base2", {
+        "m1": 0.7, "m2": 0.2, "m3": 0.5})
+    _write(tmp_path / "src/all.json", rows)
+    rs = read_alpaca_eval(tmp_path / "src/all.json")
+    res = analyze(rs, S)
+    out = tmp_path / "proj/outputs/recorded/ae"
+    write_card(res, out, publisher_check(rs, res))
+    card = (out / "card.md").read_text(encoding="utf-8")
+    assert "## Leaderboard" in card and "### Judge against judge: judge_a vs judge_b" in card
+    assert "different baselines" in card and "m2 − m3" in card  # the pair the judges order differently
+    assert "`disagreements.csv` — empty: no labelled judgment" in card
+    (section,) = recorded_sections(tmp_path / "proj")
+    kinds = [b[0] for b in section["blocks"]]
+    assert "img" in kinds and any("### Leaderboard" in b[1] for b in section["blocks"] if b[0] == "md")

@@ -106,3 +106,33 @@ def accuracy_by_condition(cells: list[dict[str, Any]], level: float = 0.95,
     fig.savefig(buf, format="png", dpi=100)
     plt.close(fig)
     return buf.getvalue(), missing
+
+
+def judges_leaderboards(leaderboard: list[dict[str, Any]], compared: dict[str, Any]) -> bytes | None:
+    """PNG bytes of two judges' leaderboards side by side: each model's win rate (with its interval) under the
+    first judge (left) and the second (right), each judge on its own axis (their baselines may differ), and each
+    judge's ranking in the title (a pair in another order is a reversal)."""
+    a, b = compared["a"], compared["b"]
+    rows = {(r["annotator"], r["model"]): r for r in leaderboard}
+    models = [m for m in compared.get("models", []) if (a, m) in rows and (b, m) in rows]
+    if len(models) < 2:
+        return None
+    plt = _plt()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(7.2, 3.8), sharey=False)
+    for ax, judge in ((left, a), (right, b)):
+        for i, m in enumerate(models):
+            r = rows[(judge, m)]
+            ci = r["win_rate_ci"]
+            ax.errorbar([i], [r["win_rate"]], yerr=[[r["win_rate"] - ci["low"]], [ci["high"] - r["win_rate"]]],
+                        fmt="o", capsize=3)
+        ax.set_xticks(range(len(models)), models, rotation=30, ha="right", fontsize=7)
+        ax.set_title(f"{judge}\n(vs {', '.join(sorted({rows[(judge, m)]['baseline'] for m in models}))})", fontsize=8)
+        ax.set_ylabel("win rate (%)", fontsize=8)
+    order_a = sorted(models, key=lambda m: -rows[(a, m)]["win_rate"])
+    order_b = sorted(models, key=lambda m: -rows[(b, m)]["win_rate"])
+    fig.suptitle(f"ranking under {a}: {' > '.join(order_a)}\nranking under {b}: {' > '.join(order_b)}", fontsize=7)
+    fig.tight_layout(rect=(0, 0, 1, 0.9))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    plt.close(fig)
+    return buf.getvalue()

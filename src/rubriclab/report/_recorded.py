@@ -16,7 +16,7 @@ from typing import Any
 
 import pandas as pd
 
-from rubriclab.report._figures import accuracy_by_condition
+from rubriclab.report._figures import accuracy_by_condition, judges_leaderboards
 
 CELL_COLUMNS = {"accuracy": "Acc (mean over orders)", "accuracy_original": "Acc original", "accuracy_swapped": "Acc swapped",
                 "both_correct": "Both orders right", "positional_agreement": "Pos. agreement",
@@ -191,7 +191,12 @@ def _publisher_md(card: dict[str, Any]) -> str:
         return ""
     md = [f"### Publisher check ({pub['kind']})", "", pub.get("summary") or ""]
     rows = pub.get("rows") or []
-    if rows and "match" in rows[0]:
+    if rows and "figure" in rows[0]:  # a leaderboard's figures (AlpacaEval)
+        figures = list(dict.fromkeys(r["figure"] for r in rows))
+        md += ["", _table(["figure", "published rows", "reproduced", "not computable here"],
+                          [[f, sum(r["figure"] == f for r in rows), sum(bool(r["match"]) for r in rows if r["figure"] == f),
+                            sum(r["reproduced"] is None for r in rows if r["figure"] == f)] for f in figures])]
+    elif rows and "key" in rows[0] and "match" in rows[0]:
         main = [r for r in rows if not str(r["key"]).startswith("kappa")]
         kappas = [r for r in rows if str(r["key"]).startswith("kappa")]
         md += ["", _table(["figures", "published", "reproduced exactly", "cells (judge × condition)"],
@@ -199,7 +204,7 @@ def _publisher_md(card: dict[str, Any]) -> str:
                             sum(bool(r["match"]) for r in main), len({(r["judge"], r["condition"]) for r in main})],
                            ["kappa_* (the publisher's encoding)", len(kappas), sum(bool(r["match"]) for r in kappas),
                             len({(r["judge"], r["condition"]) for r in kappas})]])]
-    elif rows:
+    elif rows and "metric" in rows[0]:
         judges = [k for k in rows[0] if k not in ("claim", "metric", "convention", "ratio", "claimed", "agrees",
                                                   "rule", "n")]
         md += ["", f"Labels: {rows[0].get('rule', '—').split(';')[0]}; n = {rows[0].get('n', '—')} pairs.", "",
@@ -381,6 +386,19 @@ def recorded_sections(project: Path) -> list[dict[str, Any]]:
             blocks.append(("img", f"{card['source']['name']}: accuracy (mean over the presentation orders a pair was "
                                   f"judged in) per condition and judge; error bars: "
                                   f"{_interval_text(card['settings'])} intervals from card.json.{note}", png))
+        if card.get("leaderboard"):  # a head-to-head source: the publishers' leaderboard, judge against judge
+            from rubriclab.recorded._card import leaderboard_md
+
+            blocks.append(("md", "\n".join(leaderboard_md(card["leaderboard"], card.get("judges_compared") or []))
+                           .replace("## Leaderboard", "### Leaderboard", 1).replace("### Judge against", "#### Judge against")))
+            for c in card.get("judges_compared") or []:
+                png = judges_leaderboards(card["leaderboard"], c) if not c.get("reason") else None
+                if png is not None:
+                    blocks.append(("img", f"{c['a']} vs {c['b']}: each model's win rate (%) with its "
+                                          f"{_pct(card['settings'].get('confidence', 0.95))} percentile bootstrap "
+                                          "interval over instructions, per judge; the title gives "
+                                          "each judge's ranking (a pair ranked differently is a reversal: the section "
+                                          "above says whether it is supported).", png))
         blocks.append(("md", _cells_md(card)))
         for md in (_publisher_md(card), _agreement_md(card)):
             if md:
