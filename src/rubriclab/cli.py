@@ -249,6 +249,10 @@ def cmd_recorded(args: argparse.Namespace) -> int:
         spec = {"path": args.path if shipped else str(Path(args.path).resolve()), "format": args.format}
         if args.experiment:
             spec["experiment"] = args.experiment
+        for key in ("labels", "threshold"):  # inspect_ai: the human labels, the numeric grades' pass mark
+            if getattr(args, key) is not None:
+                spec[key] = args.labels if key == "labels" and args.labels == "target" else (
+                    str(Path(args.labels).resolve()) if key == "labels" else args.threshold)
         if args.baseline:
             spec["baseline"] = args.baseline
         params = {**params, "recorded": {**(params.get("recorded") or {}),
@@ -549,6 +553,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", default=None, choices=_ad_hoc_formats(),
                    help="the layout of --path (the registered formats; store needs a params.yaml source)")
     p.add_argument("--experiment", default=None, help="mlflow: the experiment name or id")
+    p.add_argument("--labels", default=None, help="inspect_ai: 'target' (the samples' targets) or a table of human "
+                                                  "labels (sample_id, label)")
+    p.add_argument("--threshold", type=float, default=None, help="inspect_ai: a numeric grade at or above it is "
+                                                                 "correct")
     p.add_argument("--baseline", default=None, help="a condition compared with each other one within a judge")
     p.add_argument("--out", default=None, help="output folder (default: outputs/recorded_cli/<name>, for a gate "
                                                "outputs/recorded_cli/<name>/gate; the DVC stage alone writes "

@@ -56,6 +56,7 @@ from rubriclab.recorded._sources import read_source, tracking_location
 from rubriclab.recorded.formats.llmbar import llmbar_check, llmbar_statistics, publisher_winner, read_llmbar
 from rubriclab.recorded.formats.mlflow import read_mlflow
 from rubriclab.recorded.formats.pandalm import read_pandalm
+from rubriclab.recorded.formats.inspect_ai import read_inspect
 from rubriclab.recorded.formats.table import read_table
 
 for _format in FORMATS:  # every module of formats/ registers its reader (rubriclab.recorded.formats)
@@ -113,6 +114,7 @@ __all__ = [
     "publisher_check",
     "publisher_winner",
     "rater_agreement",
+    "read_inspect",
     "read_llmbar",
     "read_mlflow",
     "read_pandalm",

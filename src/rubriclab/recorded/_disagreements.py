@@ -13,7 +13,7 @@ from rubriclab.recorded._records import CHOICES, RecordedSet
 
 SHOWN = 20  # disagreements listed in card.md (all of them in disagreements.csv)
 COLUMNS = ["judge", "condition", "pair_id", "order", "label", "choice", "verdict", "trace_id", "experiment_id",
-           "sample_id", "link", "prompt", "raw"]
+           "sample_id", "link", "prompt", "answer", "raw"]
 
 
 def trace_link(ui: str | None, experiment_id: str | None, trace_id: str | None) -> str | None:
@@ -37,7 +37,8 @@ def disagreements(rs: RecordedSet, mlflow_ui: str | None = None) -> pd.DataFrame
                      "experiment_id": meta.get("experiment_id"),
                      "sample_id": meta.get("sample_id"),
                      "link": trace_link(mlflow_ui, meta.get("experiment_id"), meta.get("trace_id")),
-                     "prompt": (pair.prompt or "")[:160], "raw": (j.raw or "")[:300]})
+                     "prompt": (pair.prompt or "")[:160], "answer": (meta.get("answer") or "")[:300] or None,
+                     "raw": (j.raw or "")[:300]})
     return pd.DataFrame(rows, columns=COLUMNS).sort_values(["judge", "condition", "pair_id", "order"],
                                                            kind="stable").reset_index(drop=True)
 
