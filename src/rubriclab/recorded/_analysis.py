@@ -593,8 +593,8 @@ def _analyze(rs: RecordedSet, s: Settings) -> RecordedAnalysis:
     res.annotator_agreement = annotator_agreement(rs, s)
     res.majority = majority_of_judges(df, s, rows)
     res.biases, res.bias_info = bias_rows(rs, rows, s, _mean_entry)
-    res.disagreements = disagreements(rs)
-    res.confusion = confusion_counts(rs).to_dict("records")
+    res.disagreements = disagreements(rs, frame=df)
+    res.confusion = confusion_counts(rs, frame=df).to_dict("records")
     if "alpaca_eval" in rs.extras:  # each model against a baseline: the publishers' leaderboard, judge against judge
         res.leaderboard = leaderboard(rs, s)
         res.judges_compared = judge_vs_judge(rs, s)

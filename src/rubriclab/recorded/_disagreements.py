@@ -23,39 +23,42 @@ def trace_link(ui: str | None, experiment_id: str | None, trace_id: str | None) 
     return f"{ui.rstrip('/')}/#/experiments/{experiment_id}/traces?selectedEvaluationId={trace_id}"
 
 
-def disagreements(rs: RecordedSet, mlflow_ui: str | None = None) -> pd.DataFrame:
-    """One row per labelled judgment whose choice differs from its pair's label (see the module docstring)."""
-    rows = []
-    for j in rs.judgments:
-        pair = rs.pairs[j.pair_id]
-        label = pair.label
-        if label is None or j.choice == label:
-            continue
-        meta = dict(j.meta)
-        rows.append({"judge": j.judge, "condition": j.condition, "pair_id": j.pair_id, "order": j.order,
-                     "label": label, "choice": j.choice, "verdict": j.verdict, "trace_id": meta.get("trace_id"),
-                     "experiment_id": meta.get("experiment_id"),
-                     "sample_id": meta.get("sample_id"),
-                     "link": trace_link(mlflow_ui, meta.get("experiment_id"), meta.get("trace_id")),
-                     "prompt": (pair.prompt or "")[:160], "answer": (meta.get("answer") or "")[:300] or None,
-                     "raw": (j.raw or "")[:300]})
-    return pd.DataFrame(rows, columns=COLUMNS).sort_values(["judge", "condition", "pair_id", "order"],
-                                                           kind="stable").reset_index(drop=True)
+def _meta(text: str) -> dict[str, str]:
+    return dict(kv.split("=", 1) for kv in text.split(";") if "=" in kv) if text else {}
 
 
-def confusion_counts(rs: RecordedSet) -> pd.DataFrame:
+def disagreements(rs: RecordedSet, mlflow_ui: str | None = None, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per labelled judgment whose choice differs from its pair's label (see the module docstring);
+    ``frame``: ``rs.frame()`` when the caller has it."""
+    df = rs.frame() if frame is None else frame
+    off = df[df["label"].notna() & (df["choice"] != df["label"])]
+    meta = [_meta(m) for m in off["meta"]]
+    out = pd.DataFrame({
+        "judge": off["judge"].to_numpy(), "condition": off["condition"].to_numpy(),
+        "pair_id": off["pair_id"].to_numpy(), "order": off["order"].to_numpy(), "label": off["label"].to_numpy(),
+        "choice": off["choice"].to_numpy(), "verdict": off["verdict"].to_numpy(),
+        "trace_id": [m.get("trace_id") for m in meta], "experiment_id": [m.get("experiment_id") for m in meta],
+        "sample_id": [m.get("sample_id") for m in meta], "link": None,
+        "prompt": [(rs.pairs[p].prompt or "")[:160] for p in off["pair_id"]],
+        "answer": [(m.get("answer") or "")[:300] or None for m in meta],
+        "raw": [(r or "")[:300] for r in off["raw"]]}, columns=COLUMNS)
+    out["link"] = [trace_link(mlflow_ui, e, t) for e, t in zip(out["experiment_id"], out["trace_id"], strict=True)]
+    return out.sort_values(["judge", "condition", "pair_id", "order"], kind="stable").reset_index(drop=True)
+
+
+def confusion_counts(rs: RecordedSet, frame: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per judge × condition × label: the count of each choice (``1``, ``2``, ``tie``, ``none``), labelled
     judgments only."""
-    rows: dict[tuple[str, str, str], dict[str, int]] = {}
-    for j in rs.judgments:
-        label = rs.pairs[j.pair_id].label
-        if label is None:
-            continue
-        cell = rows.setdefault((j.judge, j.condition, label), dict.fromkeys(CHOICES, 0))
-        cell[j.choice] += 1
-    out = [{"judge": k[0], "condition": k[1], "label": k[2], **{f"choice_{c}": v[c] for c in CHOICES},
-            "n": sum(v.values())} for k, v in sorted(rows.items())]
-    return pd.DataFrame(out, columns=["judge", "condition", "label", *(f"choice_{c}" for c in CHOICES), "n"])
+    df = rs.frame() if frame is None else frame
+    lab = df[df["label"].notna()]
+    cols = ["judge", "condition", "label", *(f"choice_{c}" for c in CHOICES), "n"]
+    if lab.empty:
+        return pd.DataFrame(columns=cols)
+    counts = pd.crosstab([lab["judge"], lab["condition"], lab["label"]], lab["choice"]).reindex(
+        columns=list(CHOICES), fill_value=0)
+    counts.columns = [f"choice_{c}" for c in counts.columns]
+    counts["n"] = counts.sum(axis=1)
+    return counts.reset_index()[cols].astype({c: int for c in cols[3:]})
 
 
 def disagreements_md(table: pd.DataFrame, confusion: pd.DataFrame, md_table: Any) -> list[str]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +86,7 @@ class RecordedPair:
                 raise InputError(f"pair {self.id!r}: annotator {annotator!r} gave {label!r}", field="label",
                                  expected=f"one of {', '.join(LABELS)}")
 
-    @property
+    @cached_property  # a pair is frozen: its plurality once (the analyses ask it per judgment)
     def label(self) -> str | None:
         """The pair's label: the annotators' plurality (``plurality``), or ``None`` without one."""
         return plurality(label for _, label in self.labels)
