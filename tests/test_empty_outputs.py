@@ -53,3 +53,17 @@ def test_the_recorded_card_lists_each_empty_table_with_its_reason(tmp_path) -> N
     assert "`majority.csv` — empty: a majority of judges needs ≥ 3 judges" in card
     assert "`contrasts.csv` — empty: no named contrast" in card
     assert unexplained_empty(tmp_path, card) == []
+
+
+def test_discovery_says_why_its_evidence_tables_are_empty() -> None:
+    from types import SimpleNamespace
+
+    from rubriclab.stages.discover import empty_outputs
+
+    nothing = SimpleNamespace(pref_rows=[], rejected=[], candidates=[{"name": "x"}])
+    reasons = empty_outputs(nothing, {"pref_repaired": {"reason": "no discovered criterion was left to rank"}})
+    assert reasons["pref_fit.csv"].endswith(": no discovered criterion was left to rank")
+    assert reasons["rejected_candidates.csv"] == "no extracted criterion was rejected"
+    assert "candidates.parquet" not in reasons
+    full = SimpleNamespace(pref_rows=[{"a": 1}], rejected=[{"a": 1}], candidates=[{"a": 1}])
+    assert empty_outputs(full, {}) == {}

@@ -149,7 +149,7 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
                   "pairs": len(n.pairs), "level": n.level, "merged_from": n.merged_from} for n in result.nodes]
         report = {**result.report, "task_derived": task_report, "dataset": dataset, "rejected": rejected,
                   "shortfall": shortfalls, "rubric_sources": sorted(written), "levels_detail": result.levels,
-                  "dropped": result.dropped}
+                  "dropped": result.dropped, "empty_outputs": empty_outputs(result, shortfalls)}
         atomic.write_json(evidence / "report.json", report, indent=2, sort_keys=True, default=str)
         atomic.write_json(evidence / "nodes.json", nodes, indent=2)
         plots = _plots(result, evidence)
@@ -183,6 +183,19 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
         check_calls(gateway)  # outputs are written; a role whose calls failed fails the run and the stage
     write_metrics_json(project_dir / "metrics/discover" / f"{dataset}.json", metrics)
     return {"metrics": metrics, "written": {k: str(v) for k, v in written.items()}, "report": report}
+
+
+def empty_outputs(result: Any, shortfalls: dict[str, Any]) -> dict[str, str]:
+    """Why each evidence table this run leaves without a row is empty (report.json's ``empty_outputs``)."""
+    out = {}
+    if not result.pref_rows:
+        why = (shortfalls.get("pref_repaired") or shortfalls.get("discovered") or {}).get("reason")
+        out["pref_fit.csv"] = "no discovered criterion was scored for preference fit" + (f": {why}" if why else "")
+    if not result.rejected:
+        out["rejected_candidates.csv"] = "no extracted criterion was rejected"
+    if not result.candidates:
+        out["candidates.parquet"] = "no criterion was extracted"
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
