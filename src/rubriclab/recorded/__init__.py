@@ -53,10 +53,10 @@ from rubriclab.recorded._records import (
 from rubriclab.recorded._registry import Format, SourceContext, format_names, formats, get_format, register_format
 from rubriclab.recorded._shipped import SHIPPED_FORMATS, shipped_path
 from rubriclab.recorded._sources import read_source, tracking_location
+from rubriclab.recorded.formats.inspect_ai import read_inspect
 from rubriclab.recorded.formats.llmbar import llmbar_check, llmbar_statistics, publisher_winner, read_llmbar
 from rubriclab.recorded.formats.mlflow import read_mlflow
 from rubriclab.recorded.formats.pandalm import read_pandalm
-from rubriclab.recorded.formats.inspect_ai import read_inspect
 from rubriclab.recorded.formats.table import read_table
 
 for _format in FORMATS:  # every module of formats/ registers its reader (rubriclab.recorded.formats)

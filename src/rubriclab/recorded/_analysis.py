@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from typing import Any
@@ -59,11 +60,11 @@ from rubriclab.recorded._agreement import (
     pairwise_agreement,
 )
 from rubriclab.recorded._biases import biases as bias_rows
-from rubriclab.recorded._boot import additive_bootstrap, additive_bootstraps, mean_bootstrap, paired_differences
+from rubriclab.recorded._boot import Resampling, additive_bootstraps, mean_bootstrap, paired_differences
 from rubriclab.recorded._disagreements import confusion_counts, disagreements
 from rubriclab.recorded._leaderboard import judge_vs_judge, leaderboard
 from rubriclab.recorded._records import CHOICES, ORDERS, VERDICTS, RecordedSet
-from rubriclab.recorded._rows import NONE, PairValues, Rows, first_codes, shared
+from rubriclab.recorded._rows import NONE, PairValues, Rows, shared_codes
 from rubriclab.stats import (
     TIE_CREDIT,
     adjust_family,
@@ -72,7 +73,6 @@ from rubriclab.stats import (
     paired_t_tests,
     ties_common,
 )
-from rubriclab.stats import paired_bootstrap as _paired_bootstrap
 
 CELL_METRICS = ("accuracy", "accuracy_original", "accuracy_swapped", "both_correct", "positional_agreement",
                 "first_position_rate", "kappa", "kappa_original", "kappa_swapped", "macro_precision", "macro_recall",
@@ -83,6 +83,7 @@ ORDER_FREE = "pointwise rating: each output scored alone, so presentation order 
 MIN_MAJORITY_JUDGES = 3
 
 
+_RESAMPLING: ContextVar[Resampling | None] = ContextVar("recorded_resampling", default=None)  # analyze's bootstrap
 _R = Recorded()  # recorded.*'s defaults (rubriclab._params_schema.Recorded, docs there)
 # Settings fields under the same name in recorded, which holds their ranges (contrasts, a mapping there: _contrast)
 _CHECKED = ("confidence", "n_boot", "seed", "alpha", "power", "tie_credit", "length_delta", "min_list_items", "baseline",
@@ -189,14 +190,23 @@ def entry(value: float | None, *, n: int, boot: dict[str, Any] | None = None, se
 
     out: dict[str, Any] = {"value": clean(value), "low": None, "high": None, "n": int(n), "method": None,
                            "level": None, "unit": None, "resamples": None, "reason": reason}
-    if boot is not None and settings is not None:
+
+    def fill() -> None:  # the interval, once its bootstrap has run; the extras stay last, as they always were
+        tail = {k: out.pop(k) for k in extra}
         out.update(low=clean(boot.get("low")), high=clean(boot.get("high")), method="percentile bootstrap",
                    level=settings.confidence, unit=unit, resamples=settings.n_boot, n_units=boot.get("n_items"))
         if boot.get("degenerate"):
             out["interval_note"] = boot["degenerate"]
+        out.update(tail)
+
     if out["value"] is None and out["reason"] is None:
         out["reason"] = "undefined on these data"
     out.update(extra)
+    if boot is not None and settings is not None:
+        if boot.get("_pending") is not None:  # a batched bootstrap (``_boot.Resampling``): filled in after its run
+            boot["_pending"].then(fill)
+        else:
+            fill()
     return out
 
 
@@ -204,11 +214,24 @@ def _missing(reason: str, n: int = 0) -> dict[str, Any]:
     return entry(None, n=n, reason=reason)
 
 
+def _resampling(ids: np.ndarray, s: Settings) -> tuple[Resampling, np.ndarray]:
+    """The analysis' resampling (one draw of the source's pairs per replicate) and the pair codes of ``ids``
+    (pair codes already, or pair ids); outside ``analyze``, an eager one over these ids' pairs."""
+    ids = np.asarray(ids)
+    res = _RESAMPLING.get()
+    if res is None:
+        universe = np.unique(ids)
+        res = Resampling(universe, s.n_boot, s.seed, eager=True)
+        return res, np.searchsorted(universe, ids)
+    return res, (ids.astype(np.intp) if ids.dtype.kind in "iu" else res.codes(ids.tolist()))
+
+
 def _mean_entry(values: np.ndarray, ids: np.ndarray, s: Settings, reason: str, **extra: Any) -> dict[str, Any]:
     if len(values) == 0:
         return _missing(reason)
     # = rubriclab.stats.item_bootstrap(values, "mean", ids), its resamples drawn once per number of pairs
-    boot = mean_bootstrap(values.astype(float), *first_codes(ids), s.n_boot, s.confidence, s.seed)
+    res, codes = _resampling(ids, s)
+    boot = mean_bootstrap(values.astype(float), codes, res, s.confidence)
     return entry(boot["estimate"], n=len(values), boot=boot, settings=s, **extra)
 
 
@@ -304,13 +327,14 @@ def _agreement_with_label(rows: Rows, sl: slice, lab: np.ndarray, classes: list[
     for suffix, m in (("", lab), *((f"_{o}", lab & (order == i)) for i, o in enumerate(ORDERS))):
         parts = np.zeros((int(m.sum()), k * k))
         parts[np.arange(len(parts)), to_cat[rows.label[sl][m]] * k + to_cat[rows.choice[sl][m]]] = 1.0
-        ids = rows.pair_ids[rows.pair[sl][m]]
+        ids = rows.pair[sl][m]
         why = f"no labelled judgments{suffix.replace('_', ' in the ')}" + (" order" if suffix else "")
         stats = {"kappa": kappa, **({f"macro_{w}": prf(w) for w in ("precision", "recall", "f1")} if not suffix else {})}
         if not len(ids):
             out.update({f"{name}{suffix}": _missing(why) for name in stats})
             continue
-        boots = additive_bootstraps(parts, stats, ids, s.n_boot, s.confidence, s.seed)
+        res, codes = _resampling(ids, s)
+        boots = additive_bootstraps(parts, stats, codes, res, s.confidence)
         for name, boot in boots.items():
             extra = {"classes": list(classes)} if name.startswith("macro_") else {}
             out[f"{name}{suffix}"] = entry(boot["estimate"], n=len(ids), boot=boot, settings=s, **extra)
@@ -333,14 +357,15 @@ def _paired_rows(families: list[list[tuple[dict[str, Any], PairValues, PairValue
     number of shared pairs), each the same as ``rubriclab.stats.paired_bootstrap`` on its own; the p-values are
     paired t-tests, whose smallest value is not floored by the number of resamples (a bootstrap p-value cannot go
     below 2/(B + 1), above the Bonferroni level of a large family)."""
-    aligned = [[shared(va, vb) for _, va, vb in family] for family in families]
-    todo = [(a, b) for family in aligned for a, b in family if len(a) >= 2]
-    done = iter(paired_differences(todo, s.n_boot, s.confidence, s.seed))
-    tested = iter(_t_tests(todo))
+    aligned = [[shared_codes(va, vb) for _, va, vb in family] for family in families]
+    todo = [(c, a, b) for family in aligned for c, a, b in family if len(a) >= 2]
+    res, _ = _resampling(np.unique(np.concatenate([c for c, _, _ in todo])) if todo else np.array([], int), s)
+    done = iter(paired_differences(todo, res, s.confidence))
+    tested = iter(_t_tests([(a, b) for _, a, b in todo]))
     out: list[dict[str, Any]] = []
     for family, pairs in zip(families, aligned, strict=True):
         rows = [_paired_row(fixed, len(a), *((next(done), next(tested)) if len(a) >= 2 else (None, None)), s)
-                for (fixed, _, _), (a, _) in zip(family, pairs, strict=True)]
+                for (fixed, _, _), (_, a, _) in zip(family, pairs, strict=True)]
         out += _adjust(rows, s)
     return out
 
@@ -354,9 +379,16 @@ def _paired_row(fixed: dict[str, Any], n_common: int, res: dict[str, Any] | None
                            "p_value": None, "se": None, "low": None, "high": None, "diff": None}
     if res is None or test is None:
         return {**row, "degenerate": "fewer than 2 shared pairs"}
-    return {**row, "mean_a": res["mean_a"], "mean_b": res["mean_b"], "diff": res["diff"], "low": res["low"],
-            "high": res["high"], "se": test["se"], "p_value": test["p_value"], "boot_se": res["se"],
-            "degenerate": res.get("degenerate")}
+    out = {**row, "mean_a": res["mean_a"], "mean_b": res["mean_b"], "diff": res["diff"], "low": res["low"],
+           "high": res["high"], "se": test["se"], "p_value": test["p_value"], "boot_se": res["se"],
+           "degenerate": res.get("degenerate")}
+    if res.get("_pending") is not None:  # a batched bootstrap: its interval once it has run
+
+        def fill() -> None:
+            out.update(low=res["low"], high=res["high"], boot_se=res["se"], degenerate=res.get("degenerate"))
+
+        res["_pending"].then(fill)
+    return out
 
 
 def _t_tests(todo: list[tuple[np.ndarray, np.ndarray]]) -> list[dict[str, float]]:
@@ -441,8 +473,8 @@ def rater_agreement(ratings: np.ndarray, unit_pairs: np.ndarray, cats: list[str]
 
     out: dict[str, Any] = {"n_raters": int(r.shape[0]), "n_units": int(r.shape[1])}
     if np.isfinite(alpha["alpha"]):
-        boot = additive_bootstrap(np.column_stack([d, n_c]), alpha_stat, unit_pairs, n_resamples=s.n_boot,
-                                  confidence=s.confidence, seed=s.seed)
+        res, codes = _resampling(unit_pairs, s)
+        boot = additive_bootstraps(np.column_stack([d, n_c]), {"": alpha_stat}, codes, res, s.confidence)[""]
         out["krippendorff_alpha"] = entry(alpha["alpha"], n=alpha["n_pairable_items"], boot=boot, settings=s,
                                           unit=unit, level_of_measurement="nominal")
     else:
@@ -450,8 +482,9 @@ def rater_agreement(ratings: np.ndarray, unit_pairs: np.ndarray, cats: list[str]
     full = counts.sum(axis=1) == r.shape[0]
     if full.sum() >= 2 and r.shape[0] >= 2:
         parts = np.column_stack([fleiss_parts(counts[full]), np.ones(int(full.sum()))])
-        boot = additive_bootstrap(parts, lambda x: fleiss_from_parts(x[..., :-1], x[..., -1]), unit_pairs[full],
-                                  n_resamples=s.n_boot, confidence=s.confidence, seed=s.seed)
+        res, codes = _resampling(unit_pairs[full], s)
+        boot = additive_bootstraps(parts, {"": lambda x: fleiss_from_parts(x[..., :-1], x[..., -1])}, codes, res,
+                                   s.confidence)[""]
         out["fleiss_kappa"] = entry(fleiss_kappa(counts[full]), n=int(full.sum()), boot=boot, settings=s, unit=unit,
                                     n_units_left_out=int((~full).sum()))
     else:
@@ -508,9 +541,9 @@ def majority_of_judges(df: pd.DataFrame, s: Settings, judged: Rows | None = None
         best = max(sorted(singles), key=lambda j: np.nan_to_num(means[j], nan=-1.0))  # first of equals, by name
         held = per_pair.spread(len(judged.pair_ids))
         held = PairValues(held.pairs[~select[held.pairs]], held.values[~select[held.pairs]])
-        a, b = shared(held.spread(len(judged.pair_ids)), singles[best])
-        cmp = _paired_bootstrap(a, b, n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence) if len(a) >= 2 else {}
-        rows.append({"condition": cond, "judges": judges,
+        codes, a, b = shared_codes(held.spread(len(judged.pair_ids)), singles[best])
+        cmp = paired_result(codes, a, b, s) if len(a) >= 2 else {}
+        rows.append(row := {"condition": cond, "judges": judges,
                      "majority_accuracy": _mean_entry(per_pair.values, per_pair.pairs, s, "no pair"),
                      "best_judge": best, "best_judge_selection_accuracy": means[best],
                      "selection": f"best judge picked on a seeded half of the {len(order)} labelled pairs "
@@ -521,7 +554,24 @@ def majority_of_judges(df: pd.DataFrame, s: Settings, judged: Rows | None = None
                      "diff_vs_best": cmp.get("diff"), "diff_low": cmp.get("low"), "diff_high": cmp.get("high"),
                      "p_value": cmp.get("p_value"), "ci": s.interval("pairs").replace("bootstrap", "paired bootstrap")
                      + ", on the evaluation half"})
+        when_done(cmp, lambda row=row, cmp=cmp: row.update(diff_low=cmp["low"], diff_high=cmp["high"],
+                                                           p_value=cmp["p_value"]))
     return rows
+
+
+def paired_result(codes: np.ndarray, a: np.ndarray, b: np.ndarray, s: Settings) -> dict[str, Any]:
+    """Δ = mean(a) − mean(b) over the pairs ``codes`` with its percentile paired bootstrap interval, on the
+    analysis' resampling (filled in when it runs: ``when_done``)."""
+    res, codes = _resampling(codes, s)
+    return paired_differences([(codes, a, b)], res, s.confidence)[0]
+
+
+def when_done(boot: dict[str, Any], fn: Callable[[], None]) -> None:
+    """``fn`` once ``boot`` (an estimate of the analysis' resampling) is filled in: now, or after the run."""
+    if boot.get("_pending") is not None:
+        boot["_pending"].then(fn)
+    elif boot:
+        fn()
 
 
 def _mean_on(values: PairValues, keep: np.ndarray) -> float:
@@ -554,16 +604,24 @@ def _majority_per_pair(judged: Rows, slices: list[slice], tie_credit: float) -> 
 def biases(rs: RecordedSet, df: pd.DataFrame, s: Settings, judged: Rows | None = None) -> list[dict[str, Any]]:
     """Per judge × condition (and for the labels themselves): AlpacaEval's P(prefer longer) and P(prefer lists),
     every left-out pair counted, judge and labels on the same pairs (``rubriclab.recorded._biases``)."""
-    return bias_rows(rs, Rows.of(df) if judged is None else judged, s, _mean_entry)[0]
+    return bias_rows(rs, Rows.of(df) if judged is None else judged, s, _mean_entry, paired_result, when_done)[0]
 
 
 # -- all together --------------------------------------------------------------------------------------------------
-def analyze(rs: RecordedSet, settings: Settings | None = None) -> RecordedAnalysis:
-    """The whole audit of a RecordedSet (see the module docstring)."""
+def analyze(rs: RecordedSet, settings: Settings | None = None, *, batched: bool = True) -> RecordedAnalysis:
+    """The whole audit of a RecordedSet (see the module docstring). Its bootstraps run batched (``_boot.Resampling``):
+    every estimate's replicate sums over the same number of pairs in one pass over the draws, then the entries
+    are filled in; ``batched=False`` runs each on its own (the reference the batched path equals)."""
     s = settings or Settings()
-    # thousands of small matrix products (draw counts × per-pair parts): threads only add synchronisation
-    with threadpool_limits(limits=1, user_api="blas"):
-        return _analyze(rs, s)
+    resampling = Resampling(sorted(rs.pairs), s.n_boot, s.seed, eager=not batched)
+    token = _RESAMPLING.set(resampling)
+    try:
+        with threadpool_limits(limits=1, user_api="blas"):  # the analysis' own small products
+            res = _analyze(rs, s)
+        resampling.run()  # the batched products: BLAS's threads help here
+    finally:
+        _RESAMPLING.reset(token)
+    return res
 
 
 def _analyze(rs: RecordedSet, s: Settings) -> RecordedAnalysis:
@@ -574,7 +632,7 @@ def _analyze(rs: RecordedSet, s: Settings) -> RecordedAnalysis:
                 "license": rs.license, "label_rule": rs.label_rule, "judges": rs.judges, "conditions": rs.conditions,
                 "classes": classes},
         settings=s, counts=rs.counts(), notes=list(rs.notes))
-    rows = Rows.of(df)  # grouped once: every part below reads cells as slices
+    rows = Rows.of(df, _RESAMPLING.get().pair_ids if _RESAMPLING.get() is not None else None)  # grouped once
     for (judge, cond), sl in rows.cells.items():
         cell = _cell(rows, sl, classes, s)
         pair, verdict = rows.pair[sl], rows.verdict[sl]
@@ -592,7 +650,7 @@ def _analyze(rs: RecordedSet, s: Settings) -> RecordedAnalysis:
     res.judge_agreement = judge_agreement(df, s)
     res.annotator_agreement = annotator_agreement(rs, s)
     res.majority = majority_of_judges(df, s, rows)
-    res.biases, res.bias_info = bias_rows(rs, rows, s, _mean_entry)
+    res.biases, res.bias_info = bias_rows(rs, rows, s, _mean_entry, paired_result, when_done)
     res.disagreements = disagreements(rs, frame=df)
     res.confusion = confusion_counts(rs, frame=df).to_dict("records")
     if "alpaca_eval" in rs.extras:  # each model against a baseline: the publishers' leaderboard, judge against judge

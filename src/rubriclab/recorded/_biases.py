@@ -25,7 +25,6 @@ import numpy as np
 
 from rubriclab.recorded._records import CHOICES, RecordedSet
 from rubriclab.recorded._rows import Rows
-from rubriclab.stats import paired_bootstrap
 
 # alpaca_eval.utils.contains_list's patterns (alpaca-eval 0.6.6), verbatim
 LIST_PATTERNS = (re.compile(r"(?m)^\s*[\*\•\-]\s*[^\w]*\w+"), re.compile(r"(?m)^\s*\d+[\.\)]\s*[^\w]*\w+"),
@@ -62,9 +61,11 @@ def favoured_sides(rs: RecordedSet, length_delta: int, min_list_items: int) -> d
     return {"prefers_longer": longer, "prefers_list": listed}
 
 
-def biases(rs: RecordedSet, judged: Rows, s: Any, mean_entry: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def biases(rs: RecordedSet, judged: Rows, s: Any, mean_entry: Any, paired: Any,
+           when_done: Any) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The bias rows (one per judge × condition, then ``(labels)``) and what the section says about its pairs
-    (definitions, thresholds, pairs with an empty output). ``mean_entry(values, ids, s, reason, **extra)`` is the
+    (definitions, thresholds, pairs with an empty output). ``paired(codes, a, b, s)`` (filled in later:
+    ``when_done(result, fn)``) and ``mean_entry(values, ids, s, reason, **extra)`` are the
     analysis' entry maker (its bootstrap over pairs)."""
     sides = favoured_sides(rs, s.length_delta, s.min_list_items)
     fmt = {"length_delta": s.length_delta, "min_list_items": s.min_list_items}
@@ -97,7 +98,7 @@ def biases(rs: RecordedSet, judged: Rows, s: Any, mean_entry: Any) -> tuple[list
                                    unit_of_n="judgments", excluded=excluded,
                                    n_pairs=int(len(np.unique(pair[ok]))))
             row[f"{name}_same_pairs"] = _same_pairs(choice[ok] == side[ok], pair[ok], label_code, code[name], s,
-                                                    mean_entry)
+                                                    mean_entry, paired, when_done)
         rows.append(row)
     row = {"judge": "(labels)", "condition": "—"}
     for name in BIASES:
@@ -112,7 +113,7 @@ def biases(rs: RecordedSet, judged: Rows, s: Any, mean_entry: Any) -> tuple[list
 
 
 def _same_pairs(hit: np.ndarray, pair: np.ndarray, label_code: np.ndarray, side: np.ndarray, s: Any,
-                mean_entry: Any) -> dict[str, Any]:
+                mean_entry: Any, paired: Any, when_done: Any) -> dict[str, Any]:
     """Judge and labels on the pairs both preferred one output of (the judge in at least one decided judgment):
     per pair the judge's share of decided judgments choosing the favoured output, the label's 0/1."""
     pairs, inv = np.unique(pair, return_inverse=True)
@@ -124,10 +125,11 @@ def _same_pairs(hit: np.ndarray, pair: np.ndarray, label_code: np.ndarray, side:
                            "judge": mean_entry(judge, pairs, s, "no pair with a decided verdict and a 1/2 label"),
                            "labels": mean_entry(label, pairs, s, "no pair with a decided verdict and a 1/2 label")}
     if len(pairs) >= 2:
-        d = paired_bootstrap(judge, label, n_resamples=s.n_boot, seed=s.seed, confidence=s.confidence)
-        out["excess"] = {"value": d["diff"], "low": d["low"], "high": d["high"], "n": int(len(pairs)),
-                         "method": "percentile paired bootstrap", "level": s.confidence, "unit": "pairs",
-                         "resamples": s.n_boot, "reason": d.get("degenerate")}
+        d = paired(pairs, judge, label, s)
+        excess = out["excess"] = {"value": d["diff"], "low": None, "high": None, "n": int(len(pairs)),
+                                  "method": "percentile paired bootstrap", "level": s.confidence, "unit": "pairs",
+                                  "resamples": s.n_boot, "reason": None}
+        when_done(d, lambda: excess.update(low=d["low"], high=d["high"], reason=d.get("degenerate")))
     else:
         out["excess"] = {"value": None, "low": None, "high": None, "n": int(len(pairs)),
                          "reason": "fewer than 2 pairs with a decided verdict and a 1/2 label"}

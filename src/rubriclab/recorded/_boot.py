@@ -1,20 +1,29 @@
-"""A percentile bootstrap over pairs for statistics that are a function of per-pair sums (a confusion matrix for κ
-and F1, Krippendorff's α's disagreement and value counts, Fleiss' κ's agreement and category counts), and the
-same resampling for the analysis' means and paired differences, many at a time.
+"""The source's bootstrap: one draw of pairs per replicate, shared by every estimate of the analysis.
 
-Same resampling as ``rubriclab.stats.item_bootstrap`` / ``paired_bootstrap`` (``scipy.stats.bootstrap``: draw
-pairs with replacement, every row of a drawn pair comes along, percentile interval), but vectorised: each pair's
-rows are summed once and a replicate is a sum of drawn pairs' parts. scipy's draws depend only on the number of
-items, the number of resamples and the seed, so they are drawn once (``draws``) and shared by every estimate with
-that many items; a replicate's sums are then one matrix product with the draw counts, which is exact (so equal to
-scipy's gathered sums bit for bit) when the parts are integers or halves, quarters, … — for other values the
-gathered sums are added in scipy's own order.
+A replicate draws the source's N pairs with replacement (scipy's draws: ``numpy.random.default_rng(seed)
+.integers(0, N, (B, N))``, as ``scipy.stats.bootstrap`` draws N items); each pair then weighs as often as it was
+drawn, in every cell, every comparison and every agreement statistic alike — so paired comparisons stay paired and
+estimates of one replicate are of one resampled source. An estimate over a subset of the pairs (a cell that judged
+only some, pairs whose outputs differ in length) is its statistic on the drawn pairs of that subset: a mean is the
+ratio Σ w·sum / Σ w·count, a paired difference Σ w·(a − b) / Σ w, an additive statistic (κ and F1 from a confusion
+matrix, Krippendorff's α and Fleiss' κ from their parts) its function of Σ w·parts. For an estimate over every pair
+this is exactly ``scipy.stats.bootstrap`` on that estimate alone (its per-call form: ``rubriclab.stats
+.item_bootstrap``); over a subset it is the source-level resampling, whose coverage ``tests/test_recorded_boot
+.py`` checks by simulation. (Until issue 60 each estimate drew its own pairs; intervals over a subset moved when
+this scheme replaced it.)
+
+Speed and memory (``Resampling``): the estimates' per-pair parts are stacked as columns over the N pairs and
+multiplied by the draw counts in chunks of replicates and blocks of columns — one pass over the draws for the whole
+analysis, memory bounded by B × N bytes of counts, ``ROW_CHUNK`` × N and N × ``COL_BLOCK`` floats. Parts that are
+multiples of 1/4096 (integers, halves, …) sum exactly in any order, so every block and chunk gives the same bits;
+other parts differ from a one-estimate product by rounding only (~1e-16 relative).
 """
 
 from __future__ import annotations
 
+import hashlib
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from typing import Any
 
@@ -22,13 +31,11 @@ import numpy as np
 
 from rubriclab.stats._bootstrap import finish_distribution
 
-_BATCH = 250
-_EXACT_SCALE = 2.0**12  # parts that are multiples of 1/4096 ...
-_EXACT_LIMIT = 2.0**52  # ... and whose replicate sums (and a difference of two) stay below 2^53 of those units
-# add up exactly in any order: then a matrix product gives scipy's gathered sums bit for bit
+ROW_CHUNK = 250  # replicates per count chunk: a (chunk × N) float block per product
+COL_BLOCK = 512  # columns per product: bounds the stacked parts at N × COL_BLOCK floats
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=8)
 def draws(n_items: int, n_resamples: int, seed: int) -> np.ndarray:
     """The ``(n_resamples, n_items)`` item indices ``scipy.stats.bootstrap`` draws with ``rng=default_rng(seed)``
     (one sample, or paired samples: its batches continue one stream, so the batch size does not matter)."""
@@ -37,33 +44,136 @@ def draws(n_items: int, n_resamples: int, seed: int) -> np.ndarray:
     return out
 
 
-@lru_cache(maxsize=32)
+@lru_cache(maxsize=8)
 def draw_counts(n_items: int, n_resamples: int, seed: int) -> np.ndarray:
     """How often each replicate drew each item: ``(n_resamples, n_items)``, float (for a matrix product)."""
-    idx = draws(n_items, n_resamples, seed)
-    flat = (np.arange(n_resamples)[:, None] * n_items + idx).ravel()
-    out = np.bincount(flat, minlength=n_resamples * n_items).reshape(n_resamples, n_items).astype(float)
+    out = byte_counts(n_items, n_resamples, seed).astype(float)
     out.setflags(write=False)
     return out
 
 
-def _exact(x: np.ndarray) -> bool:
-    """Whether sums of ``len(x)`` drawn rows of ``x`` (a replicate draws at most that many) are exact."""
-    scaled = x * _EXACT_SCALE
-    return bool(np.all(scaled == np.round(scaled)) and np.abs(scaled).max(initial=0) * len(x) < _EXACT_LIMIT)
+@lru_cache(maxsize=4)
+def byte_counts(n_items: int, n_resamples: int, seed: int) -> np.ndarray:
+    """``draw_counts`` as bytes, built chunk by chunk from the same stream as ``draws`` (never the whole int64 draw
+    matrix): B × N bytes. A count above 255 (possible with a handful of items only) keeps 16 bits."""
+    rng = np.random.default_rng(seed)
+    out = np.empty((n_resamples, n_items), dtype=np.uint8)
+    wide = None
+    for r0 in range(0, n_resamples, ROW_CHUNK):
+        b = min(ROW_CHUNK, n_resamples - r0)
+        idx = rng.integers(0, n_items, (b, n_items))
+        flat = (np.arange(b)[:, None] * n_items + idx).ravel()
+        c = np.bincount(flat, minlength=b * n_items).reshape(b, n_items)
+        if wide is None and c.max(initial=0) > 255:
+            wide = out.astype(np.uint16)
+        (wide if wide is not None else out)[r0:r0 + b] = c
+    result = wide if wide is not None else out
+    result.setflags(write=False)
+    return result
 
 
-def replicate_sums(x: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
-    """Per replicate, the sum of the drawn items' values: ``x`` ``(n_items,)`` → ``(B,)``, ``(n_items, D)`` →
-    ``(B, D)``; the same numbers as summing ``x[idx]`` over the items as scipy's statistics do."""
-    x = np.asarray(x, dtype=float)
-    n = len(x)
-    if _exact(x):
-        return draw_counts(n, n_resamples, seed) @ x
-    idx = draws(n, n_resamples, seed)
-    if x.ndim == 1:
-        return x[idx].sum(axis=-1)
-    return np.concatenate([x[idx[k:k + _BATCH]].sum(axis=-2) for k in range(0, n_resamples, _BATCH)])
+class Resampling:
+    """The bootstrap of one source: B replicates of its N pairs (``pair_ids``, sorted). Estimates ask for the
+    replicate sums of their per-pair parts (``sums``); ``run`` forms every sum in one pass (see the module
+    docstring) and calls each request back; ``then`` queues work for after every callback. ``eager``: each
+    request is formed and called back at once (the per-estimate reference the batched pass equals)."""
+
+    def __init__(self, pair_ids: Sequence[Any], n_resamples: int, seed: int, eager: bool = False) -> None:
+        self.pair_ids = np.asarray(pair_ids, dtype=object)
+        self.n_pairs, self.n_resamples, self.seed, self.eager = len(self.pair_ids), int(n_resamples), int(seed), eager
+        self._index = {p: i for i, p in enumerate(self.pair_ids.tolist())}
+        self._requests: list[tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], None]]] = []
+        self._after: list[Callable[[], None]] = []
+
+    def codes(self, ids: Sequence[Any]) -> np.ndarray:
+        """The pairs' positions among the source's pairs."""
+        try:
+            return np.fromiter((self._index[i] for i in ids), dtype=np.intp, count=len(ids))
+        except KeyError as exc:  # a programming error: every estimate is over the source's own pairs
+            raise KeyError(f"pair {exc.args[0]!r} is not one of the source's pairs") from None
+
+    def sums(self, codes: np.ndarray, x: np.ndarray, callback: Callable[[np.ndarray], None]) -> None:
+        """Ask for ``Σ_p w_p · x_p`` per replicate, ``x`` ``(n, D)`` per-pair parts on distinct pair ``codes``;
+        ``callback`` gets the ``(B, D)`` sums."""
+        x = np.asarray(x, dtype=float).reshape(len(x), -1)
+        self._requests.append((np.asarray(codes, dtype=np.intp), x, callback))
+        if self.eager:
+            self.run()
+
+    def then(self, fn: Callable[[], None]) -> None:
+        if self.eager and not self._requests:
+            fn()
+        else:
+            self._after.append(fn)
+
+    def run(self) -> None:
+        requests, self._requests = self._requests, []
+        if requests:
+            sums = self._products(requests)
+            for (_, _, callback), columns in zip(requests, self._columns, strict=True):
+                callback(np.ascontiguousarray(sums[:, columns]))
+        after, self._after = self._after, []
+        for fn in after:
+            fn()
+
+    def _products(self, requests: list[tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], None]]]) -> np.ndarray:
+        """The replicate sums of every distinct non-zero part column of ``requests`` (``(B, K)``; column 0 is the
+        zero column), ``self._columns`` saying where each request's columns are. Distinct: many estimates share a
+        column (a comparison's pair count, a cell's judgments per pair), formed once."""
+        index: dict[bytes, int] = {}
+        unique: list[tuple[np.ndarray, np.ndarray]] = []
+        self._columns = []
+        for codes, x, _ in requests:
+            cols = []
+            key_codes = hashlib.sha1(codes.tobytes()).digest()
+            for j in range(x.shape[1]):
+                col = np.ascontiguousarray(x[:, j])
+                if not col.any():
+                    cols.append(0)
+                    continue
+                key = key_codes + hashlib.sha1(col.tobytes()).digest()
+                if key not in index:
+                    index[key] = len(unique) + 1
+                    unique.append((codes, col))
+                cols.append(index[key])
+            self._columns.append(np.array(cols, dtype=np.intp))
+        counts = byte_counts(self.n_pairs, self.n_resamples, self.seed)
+        out = np.zeros((self.n_resamples, len(unique) + 1))
+        # columns whose every replicate sum is exact in single precision go through a float32 product (twice as
+        # fast, the same bits); the others through float64
+        single = [k for k, (_, col) in enumerate(unique) if _exact32(col, int(counts.max(initial=0)))]
+        double = sorted(set(range(len(unique))) - set(single))
+        for which, dtype in ((single, np.float32), (double, np.float64)):
+            for b0 in range(0, len(which), COL_BLOCK):  # one block of parts in memory at a time
+                block = which[b0:b0 + COL_BLOCK]
+                x = np.zeros((self.n_pairs, len(block)), dtype=dtype)
+                for k, j in enumerate(block):
+                    codes, col = unique[j]
+                    x[codes, k] = col
+                target = np.asarray(block) + 1
+                for r0 in range(0, self.n_resamples, ROW_CHUNK):
+                    out[r0:r0 + ROW_CHUNK, target] = counts[r0:r0 + ROW_CHUNK].astype(dtype) @ x
+        return out
+
+
+_SCALE32 = 2.0**4  # a float32 product is exact for parts that are multiples of 1/16 ...
+_LIMIT32 = 2.0**24  # ... whose largest possible replicate sum stays below 2^24 of those units
+
+
+def _exact32(col: np.ndarray, max_count: int) -> bool:
+    """Whether every replicate sum of ``col`` (each pair drawn at most ``max_count`` times) is exact in float32:
+    every partial sum an integer number of 1/16 below 2^24 of them."""
+    scaled = col * _SCALE32
+    return bool(np.all(scaled == np.round(scaled))
+                and np.abs(scaled).sum() * max(max_count, 1) < _LIMIT32)
+
+
+def _aggregate(codes: np.ndarray, parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct pair code (ascending): the sum of its rows' parts."""
+    uniq, inv = np.unique(codes, return_inverse=True)
+    out = np.zeros((len(uniq), parts.shape[1]))
+    np.add.at(out, inv, parts)
+    return uniq, out
 
 
 def percentile_interval(dist: np.ndarray, confidence: float) -> tuple[float, float]:
@@ -93,40 +203,36 @@ def percentile_intervals(dist: np.ndarray, confidence: float) -> tuple[np.ndarra
     return q[:, 0], q[:, 1]
 
 
-def additive_bootstrap(parts: np.ndarray, statistic: Callable[[np.ndarray], np.ndarray], item_ids: Any,
-                       n_resamples: int, confidence: float, seed: int) -> dict[str, Any]:
-    """``statistic`` (summed parts ``(..., D)`` → ``(...)``) on all rows, and its percentile interval resampling
-    items. ``parts``: one row ``(D,)`` per observation; ``item_ids``: the observation's item.
-    Returns dict(estimate, low, high, se, n_items, n_obs, n_resamples, confidence, method, degenerate,
-    n_invalid_resamples) like ``item_bootstrap``."""
-    return additive_bootstraps(parts, {"": statistic}, item_ids, n_resamples, confidence, seed)[""]
-
-
 def additive_bootstraps(parts: np.ndarray, statistics: dict[str, Callable[[np.ndarray], np.ndarray]],
-                        item_ids: Any, n_resamples: int, confidence: float, seed: int) -> dict[str, dict[str, Any]]:
-    """``additive_bootstrap`` of several statistics of the same parts: the replicates' sums are formed once."""
+                        pair_codes: np.ndarray, res: Resampling, confidence: float) -> dict[str, dict[str, Any]]:
+    """Each ``statistic`` (summed parts ``(..., D)`` → ``(...)``) on all rows, and its percentile interval over
+    the source's replicates. ``parts``: one row ``(D,)`` per observation, ``pair_codes`` its pair. Returns per
+    statistic dict(estimate, low, high, se, n_items, n_obs, n_resamples, confidence, method, degenerate,
+    n_invalid_resamples), filled in when ``res`` runs (``_pending`` until then)."""
     parts = np.asarray(parts, dtype=float).reshape(len(parts), -1)
-    ids = np.asarray(item_ids, dtype=object)
-    _, codes = np.unique(ids.astype(str), return_inverse=True)
-    n_items = int(codes.max()) + 1 if len(codes) else 0
-    per_item = np.zeros((n_items, parts.shape[1]))
-    np.add.at(per_item, codes, parts)
-    total = per_item.sum(axis=0)
-    summed = replicate_sums(per_item, n_resamples, seed) if n_items >= 2 else None
+    uniq, per_pair = _aggregate(np.asarray(pair_codes, dtype=np.intp), parts)
+    total = per_pair.sum(axis=0)
     out = {}
     for name, statistic in statistics.items():
-        res: dict[str, Any] = {"estimate": float(statistic(total)), "low": np.nan, "high": np.nan, "se": np.nan,
-                               "n_items": n_items, "n_obs": len(parts), "n_resamples": n_resamples,
-                               "confidence": confidence, "method": "percentile", "degenerate": None,
-                               "n_invalid_resamples": 0}
-        if summed is None:
-            res.update(low=res["estimate"], high=res["estimate"], se=0.0,
-                       degenerate="single item: no between-item variability to resample" if n_items else "no items")
+        r: dict[str, Any] = {"estimate": float(statistic(total)), "low": np.nan, "high": np.nan, "se": np.nan,
+                             "n_items": len(uniq), "n_obs": len(parts), "n_resamples": res.n_resamples,
+                             "confidence": confidence, "method": "percentile", "degenerate": None,
+                             "n_invalid_resamples": 0}
+        if len(uniq) < 2:
+            r.update(low=r["estimate"], high=r["estimate"], se=0.0,
+                     degenerate="single item: no between-item variability to resample" if len(uniq) else "no items")
         else:
-            with warnings.catch_warnings():  # NaN replicates are counted below, not warned about
+            r["_pending"] = res
+        out[name] = r
+    if len(uniq) >= 2:
+        def done(sums: np.ndarray) -> None:
+            with warnings.catch_warnings():  # NaN replicates are counted, not warned about
                 warnings.simplefilter("ignore", RuntimeWarning)
-                _summarise(res, np.asarray(statistic(summed), dtype=float), confidence)
-        out[name] = res
+                for name, statistic in statistics.items():
+                    out[name].pop("_pending", None)
+                    _summarise(out[name], np.asarray(statistic(sums), dtype=float), confidence)
+
+        res.sums(uniq, per_pair, done)
     return out
 
 
@@ -143,28 +249,33 @@ def _summarise(out: dict[str, Any], dist: np.ndarray, confidence: float) -> None
         out["degenerate"] = "constant bootstrap distribution"
 
 
-def mean_bootstrap(values: np.ndarray, codes: np.ndarray, n_items: int, n_resamples: int, confidence: float,
-                   seed: int) -> dict[str, Any]:
-    """``rubriclab.stats.item_bootstrap(values, "mean", ids, method="percentile")`` for ``codes`` = the ids'
-    first-appearance codes (``pd.factorize(ids, sort=False)``): the same keys and numbers."""
+def mean_bootstrap(values: np.ndarray, pair_codes: np.ndarray, res: Resampling, confidence: float) -> dict[str, Any]:
+    """The mean over the observations ``values`` (``pair_codes``: each one's pair) and its percentile interval: a
+    replicate's mean is Σ w·sum / Σ w·count over its drawn pairs. The keys of ``rubriclab.stats.item_bootstrap``;
+    filled in when ``res`` runs (``_pending`` until then)."""
     values = np.asarray(values, dtype=float)
-    out: dict[str, Any] = {"estimate": np.nan, "low": np.nan, "high": np.nan, "se": np.nan, "n_items": n_items,
-                           "n_obs": len(values), "n_resamples": n_resamples, "confidence": confidence,
-                           "method": "percentile", "statistic": "mean", "degenerate": None,
-                           "n_invalid_resamples": 0}
-    if n_items == 0:
+    uniq, per_pair = _aggregate(np.asarray(pair_codes, dtype=np.intp), np.column_stack([values, np.ones(len(values))]))
+    out: dict[str, Any] = {"estimate": np.nan, "low": np.nan, "high": np.nan, "se": np.nan, "n_items": len(uniq),
+                           "n_obs": len(values), "n_resamples": res.n_resamples, "confidence": confidence,
+                           "method": "percentile", "statistic": "mean", "degenerate": None, "n_invalid_resamples": 0}
+    if not len(uniq):
         out["degenerate"] = "no items"
         return out
-    counts = np.bincount(codes, minlength=n_items).astype(float)
-    sums = np.bincount(codes, weights=values, minlength=n_items)
     out["estimate"] = float(values.mean())
-    if n_items == 1:
+    if len(uniq) == 1:
         return _collapse(out, "single item: no between-item variability to resample")
-    if np.ptp(sums / counts) == 0:
+    if np.ptp(per_pair[:, 0] / per_pair[:, 1]) == 0:
         return _collapse(out, "constant values: every item has the same mean")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        dist = replicate_sums(sums, n_resamples, seed) / replicate_sums(counts, n_resamples, seed)
-    return _finish(out, dist, confidence)
+    out["_pending"] = res
+
+    def done(s: np.ndarray) -> None:
+        out.pop("_pending", None)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dist = np.ascontiguousarray(s[:, 0]) / np.ascontiguousarray(s[:, 1])
+        finish_distribution(out, dist, lambda: percentile_interval(dist, confidence))
+
+    res.sums(uniq, per_pair, done)
+    return out
 
 
 def _collapse(out: dict[str, Any], reason: str) -> dict[str, Any]:
@@ -172,62 +283,39 @@ def _collapse(out: dict[str, Any], reason: str) -> dict[str, Any]:
     return out
 
 
-def _finish(out: dict[str, Any], dist: np.ndarray, confidence: float) -> dict[str, Any]:
-    return finish_distribution(out, dist, lambda: percentile_interval(dist, confidence))
-
-
-def paired_difference(a: np.ndarray, b: np.ndarray, n_resamples: int, confidence: float,
-                      seed: int) -> dict[str, Any]:
-    """``rubriclab.stats.paired_bootstrap(a, b)`` (each row its own item): the same keys and numbers."""
-    return paired_differences([(a, b)], n_resamples, confidence, seed)[0]
-
-
-def paired_differences(compared: list[tuple[np.ndarray, np.ndarray]], n_resamples: int, confidence: float,
-                       seed: int, chunk: int = 512) -> list[dict[str, Any]]:
-    """``paired_difference`` of each ``(a, b)``: comparisons on the same number of pairs share their draws, and
-    their replicate sums are one matrix product (exact parts) per chunk."""
-    out: list[dict[str, Any]] = [{} for _ in compared]
-    by_n: dict[int, list[int]] = {}
-    for i, (a, _) in enumerate(compared):
-        by_n.setdefault(len(a), []).append(i)
-    for which in by_n.values():
-        for k in range(0, len(which), chunk):
-            part = which[k:k + chunk]
-            a = np.column_stack([np.asarray(compared[i][0], dtype=float) for i in part])
-            b = np.column_stack([np.asarray(compared[i][1], dtype=float) for i in part])
-            for i, res in zip(part, _paired_block(a, b, n_resamples, confidence, seed), strict=True):
-                out[i] = res
+def paired_differences(compared: list[tuple[np.ndarray, np.ndarray, np.ndarray]], res: Resampling,
+                       confidence: float) -> list[dict[str, Any]]:
+    """Per ``(pair_codes, a, b)`` (distinct pairs, one value each): Δ = mean(a) − mean(b) and its percentile
+    interval, a replicate's Δ being Σ w·(a − b) / Σ w over its drawn pairs (so a comparison over every pair is
+    ``rubriclab.stats.paired_bootstrap``'s); a bootstrap p-value and SE beside it. Filled in when ``res`` runs."""
+    out: list[dict[str, Any]] = []
+    for codes, a, b in compared:
+        a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        n = len(a)
+        r: dict[str, Any] = {"diff": float((a.sum() - b.sum()) / n), "low": np.nan, "high": np.nan,
+                             "p_value": np.nan, "se": np.nan, "n_items": n, "n_obs": n, "mean_a": float(a.mean()),
+                             "mean_b": float(b.mean()), "n_resamples": res.n_resamples, "confidence": confidence,
+                             "degenerate": None, "method": "percentile"}
+        out.append(r)
+        if n == 1:
+            r.update(low=r["diff"], high=r["diff"], se=0.0,
+                     degenerate="single item: no sampling variability, so no CI or p-value")
+            continue
+        r["_pending"] = res
+        res.sums(np.asarray(codes, dtype=np.intp), np.column_stack([a - b, np.ones(n)]),
+                 lambda s, r=r: _paired_finish(r, s, res.n_resamples, confidence))
     return out
 
 
-def _paired_block(a: np.ndarray, b: np.ndarray, n_resamples: int, confidence: float,
-                  seed: int) -> list[dict[str, Any]]:
-    """Paired differences of the columns of ``a`` and ``b`` ``(n, K)``, all on ``n`` pairs."""
-    n, k = a.shape
-    at, bt = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)  # rows: each a 1-D array's sum, bit for bit
-    sa, sb, ma, mb = at.sum(axis=1), bt.sum(axis=1), at.mean(axis=1), bt.mean(axis=1)
-    out = [{"diff": float((sa[c] - sb[c]) / n), "low": np.nan, "high": np.nan, "p_value": np.nan, "se": np.nan,
-            "n_items": n, "n_obs": n, "mean_a": float(ma[c]), "mean_b": float(mb[c]), "n_resamples": n_resamples,
-            "confidence": confidence, "degenerate": None, "method": "percentile"} for c in range(k)]
-    if n == 1:
-        for res in out:
-            res.update(low=res["diff"], high=res["diff"], se=0.0,
-                       degenerate="single item: no sampling variability, so no CI or p-value")
-        return out
-    # scipy's statistic: (Σ a − Σ b) / Σ n over the drawn items (n = 1 per item, so Σ n = n exactly)
-    if _exact(a) and _exact(b):  # then Σ a − Σ b = Σ (a − b) exactly: one product, already (K, B)
-        dist = ((at - bt) @ draw_counts(n, n_resamples, seed).T) / float(n)
-    else:
-        dist = np.stack([(replicate_sums(a[:, c], n_resamples, seed) - replicate_sums(b[:, c], n_resamples, seed))
-                         / float(n) for c in range(k)])
+def _paired_finish(r: dict[str, Any], s: np.ndarray, n_resamples: int, confidence: float) -> None:
+    """One comparison's interval, bootstrap p-value and SE from its replicate sums ``s`` ``(B, 2)``."""
+    r.pop("_pending", None)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        dist = (np.ascontiguousarray(s[:, 0]) / np.ascontiguousarray(s[:, 1]))[None, :]
     p_le = (1 + np.count_nonzero(dist <= 0, axis=-1)) / (n_resamples + 1)
     p_ge = (1 + np.count_nonzero(dist >= 0, axis=-1)) / (n_resamples + 1)
-    p_value = np.minimum(1.0, 2.0 * np.minimum(p_le, p_ge))
     low, high = percentile_intervals(dist, confidence)
-    se = np.std(dist, ddof=1, axis=-1)
-    point = np.ptp(dist, axis=-1) == 0
-    for c, res in enumerate(out):
-        res.update(low=float(low[c]), high=float(high[c]), se=float(se[c]), p_value=float(p_value[c]))
-        if point[c]:
-            res["degenerate"] = "every item has the same difference: the bootstrap distribution is a point"
-    return out
+    r.update(low=float(low[0]), high=float(high[0]), se=float(np.std(dist[0], ddof=1)),
+             p_value=float(min(1.0, 2.0 * min(p_le[0], p_ge[0]))))
+    if np.ptp(dist[0]) == 0:
+        r["degenerate"] = "every item has the same difference: the bootstrap distribution is a point"

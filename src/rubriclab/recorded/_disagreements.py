@@ -31,17 +31,21 @@ def disagreements(rs: RecordedSet, mlflow_ui: str | None = None, frame: pd.DataF
     """One row per labelled judgment whose choice differs from its pair's label (see the module docstring);
     ``frame``: ``rs.frame()`` when the caller has it."""
     df = rs.frame() if frame is None else frame
-    off = df[df["label"].notna() & (df["choice"] != df["label"])]
-    meta = [_meta(m) for m in off["meta"]]
+    off = df[df["label"].notna() & (df["choice"].astype(str) != df["label"].astype(str))]
+    metas = off["meta"].astype(str)
+    meta = [_meta(m) for m in metas] if (metas != "").any() else [{}] * len(off)
+    pids = off["pair_id"].astype(str)
+    uniq = pd.unique(pids)
+    prompts = pids.map(dict(zip(uniq, ((rs.pairs[p].prompt or "")[:160] for p in uniq), strict=True)))
     out = pd.DataFrame({
         "judge": off["judge"].to_numpy(), "condition": off["condition"].to_numpy(),
         "pair_id": off["pair_id"].to_numpy(), "order": off["order"].to_numpy(), "label": off["label"].to_numpy(),
         "choice": off["choice"].to_numpy(), "verdict": off["verdict"].to_numpy(),
         "trace_id": [m.get("trace_id") for m in meta], "experiment_id": [m.get("experiment_id") for m in meta],
         "sample_id": [m.get("sample_id") for m in meta], "link": None,
-        "prompt": [(rs.pairs[p].prompt or "")[:160] for p in off["pair_id"]],
+        "prompt": prompts.to_numpy(),
         "answer": [(m.get("answer") or "")[:300] or None for m in meta],
-        "raw": [(r or "")[:300] for r in off["raw"]]}, columns=COLUMNS)
+        "raw": off["raw"].astype(str).str.slice(0, 300).to_numpy()}, columns=COLUMNS)
     out["link"] = [trace_link(mlflow_ui, e, t) for e, t in zip(out["experiment_id"], out["trace_id"], strict=True)]
     return out.sort_values(["judge", "condition", "pair_id", "order"], kind="stable").reset_index(drop=True)
 

@@ -16,12 +16,13 @@ Vocabulary (strings, so files and frames stay readable):
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from rubriclab._params_schema import RECORDED_FORMATS
@@ -131,6 +132,46 @@ class Judgment:
         return dict(self.meta).get(key, default)
 
 
+FRAME_COLUMNS = ("pair_id", "judge", "condition", "order", "verdict", "choice", "raw", "finish_reason", "generated",
+                 "generated_kinds", "score", "meta")
+
+
+class JudgmentColumns(Sequence):
+    """The judgments of a large source held as columns (a DataFrame with ``FRAME_COLUMNS``, categoricals for the
+    repeated strings) instead of one ``Judgment`` object each (≈ 2 KB): what an importer at scale returns as a
+    RecordedSet's ``judgments``. It is a sequence of Judgments all the same — each made when asked for — so every
+    consumer reads it; the analysis reads the columns themselves (``RecordedSet.frame``)."""
+
+    def __init__(self, frame: pd.DataFrame) -> None:
+        missing = [c for c in FRAME_COLUMNS if c not in frame.columns]
+        if missing:
+            raise InputError(f"judgment columns lack {', '.join(missing)}", field=missing[0],
+                             expected=", ".join(FRAME_COLUMNS))
+        self.frame = frame.reset_index(drop=True)
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return JudgmentColumns(self.frame.iloc[i])
+        r = self.frame.iloc[i]
+        gen = "" if pd.isna(r["generated"]) else str(r["generated"])
+        return Judgment(pair_id=str(r["pair_id"]), judge=str(r["judge"]), condition=str(r["condition"]),
+                        order=str(r["order"]), verdict=str(r["verdict"]), raw="" if pd.isna(r["raw"]) else str(r["raw"]),
+                        finish_reason=None if pd.isna(r["finish_reason"]) else str(r["finish_reason"]),
+                        generated=(gen,) if gen else (), generated_kinds=("generated",) if gen else (),
+                        score=None if pd.isna(r["score"]) else float(r["score"]),
+                        meta=tuple(tuple(kv.split("=", 1)) for kv in str(r["meta"] or "").split(";") if "=" in kv))
+
+    def __iter__(self):
+        for i in range(len(self.frame)):
+            yield self[i]
+
+    def where(self, mask: Any) -> JudgmentColumns:
+        return JudgmentColumns(self.frame[np.asarray(mask, dtype=bool)])
+
+
 @dataclass
 class RecordedSet:
     """What an importer returns: the pairs (by id), the judgments, and where they came from.
@@ -151,6 +192,9 @@ class RecordedSet:
     extras: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if isinstance(self.judgments, JudgmentColumns):
+            self._check_columns()
+            return
         seen: set[tuple[str, str, str, str]] = set()
         for j in self.judgments:
             if j.pair_id not in self.pairs:
@@ -163,19 +207,49 @@ class RecordedSet:
                                  expected="one judgment per pair, judge, condition and order")
             seen.add(key)
 
+    def _check_columns(self) -> None:
+        """``__post_init__``'s rules on columns: every pair known, one judgment per pair, judge, condition, order."""
+        f = self.judgments.frame
+        known = f["pair_id"].isin(pd.Index(list(self.pairs)))
+        if not known.all():
+            r = f[~known].iloc[0]
+            raise InputError(f"judgment of unknown pair {r['pair_id']!r} (judge {r['judge']!r}, condition "
+                             f"{r['condition']!r})", file=self.path, expected="a pair id present in the pairs")
+        dup = f.duplicated(["pair_id", "judge", "condition", "order"])
+        if dup.any():
+            r = f[dup].iloc[0]
+            raise InputError(f"pair {r['pair_id']!r} judged twice by {r['judge']!r} under {r['condition']!r} in the "
+                             f"{r['order']} order", file=self.path,
+                             expected="one judgment per pair, judge, condition and order")
+
     @property
     def judges(self) -> list[str]:
+        if isinstance(self.judgments, JudgmentColumns):
+            return sorted(map(str, pd.unique(self.judgments.frame["judge"])))
         return sorted({j.judge for j in self.judgments})
 
     @property
     def conditions(self) -> list[str]:
+        if isinstance(self.judgments, JudgmentColumns):
+            return sorted(map(str, pd.unique(self.judgments.frame["condition"])))
         return sorted({j.condition for j in self.judgments})
 
     def frame(self) -> pd.DataFrame:
         """One row per judgment with its pair's label: pair_id, judge, condition, order, verdict, choice, label,
         correct (choice == label; NaN without a label), raw, finish_reason, generated (joined), score."""
-        rows = []
         labels = {pid: p.label for pid, p in self.pairs.items()}  # a pair's plurality once, not per judgment
+        if isinstance(self.judgments, JudgmentColumns):
+            f = self.judgments.frame
+            out = f[list(FRAME_COLUMNS)].copy()
+            pid = out["pair_id"].astype(str)
+            uniq = pd.unique(pid)
+            out.insert(6, "label", pid.map(dict(zip(uniq, (labels[u] for u in uniq), strict=True))))
+            choice, label = out["choice"].astype(str), out["label"]
+            out.insert(7, "correct", np.where(label.isna(), np.nan, (choice == label.astype(str)).astype(float)))
+            for col in ("raw", "generated", "generated_kinds", "meta"):
+                out[col] = out[col].fillna("")
+            return out
+        rows = []
         for j in self.judgments:
             label = labels[j.pair_id]
             rows.append({
@@ -192,7 +266,8 @@ class RecordedSet:
 
     def counts(self) -> dict[str, Any]:
         """Pairs, labelled pairs, judgments and their verdicts, per kind."""
-        verdicts = Counter(j.verdict for j in self.judgments)
+        verdicts = (Counter(self.judgments.frame["verdict"].astype(str).value_counts().to_dict())
+                    if isinstance(self.judgments, JudgmentColumns) else Counter(j.verdict for j in self.judgments))
         return {
             "pairs": len(self.pairs), "labelled_pairs": sum(p.label is not None for p in self.pairs.values()),
             "pairs_without_label": sum(p.label is None for p in self.pairs.values()),

@@ -21,8 +21,8 @@ NONE = CHOICES.index("none")
 
 def codes_of(values: Any, vocabulary: tuple[str, ...]) -> np.ndarray:
     """Codes of string values in ``vocabulary``; -1 for a missing value (None/NaN)."""
-    s = pd.Series(values, dtype=object)
-    return s.map({v: i for i, v in enumerate(vocabulary)}).fillna(-1).to_numpy(np.int64)
+    cat = pd.Categorical(values, categories=list(vocabulary))  # each distinct value looked up once
+    return np.asarray(cat.codes, dtype=np.int64)
 
 
 @dataclass
@@ -47,6 +47,12 @@ def shared(va: PairValues, vb: PairValues) -> tuple[np.ndarray, np.ndarray]:
     """Both cells' values on the pairs both have (pair codes ascending), from their ``dense`` vectors."""
     both = ~(np.isnan(va.dense) | np.isnan(vb.dense))
     return va.dense[both], vb.dense[both]
+
+
+def shared_codes(va: PairValues, vb: PairValues) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``shared`` with the shared pairs' codes."""
+    both = ~(np.isnan(va.dense) | np.isnan(vb.dense))
+    return np.flatnonzero(both), va.dense[both], vb.dense[both]
 
 
 def first_codes(ids: np.ndarray) -> tuple[np.ndarray, int]:
@@ -78,9 +84,15 @@ class Rows:
     _per_pair: dict[tuple[str, str, str], PairValues] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, df: pd.DataFrame) -> Rows:
-        """From ``judgments_frame`` (sorted by judge, condition, pair_id, order)."""
-        pair_ids, pair = np.unique(df["pair_id"].to_numpy(dtype=str), return_inverse=True)
+    def of(cls, df: pd.DataFrame, universe: np.ndarray | None = None) -> Rows:
+        """From ``judgments_frame`` (sorted by judge, condition, pair_id, order); pair codes into ``universe`` (the
+        source's sorted pair ids; default: the judged ones)."""
+        ids = df["pair_id"].to_numpy(dtype=str)
+        if universe is None:
+            pair_ids, pair = np.unique(ids, return_inverse=True)
+        else:
+            pair_ids = np.asarray(universe, dtype=str)
+            pair = np.searchsorted(pair_ids, ids)
         judge, cond = df["judge"].to_numpy(dtype=object), df["condition"].to_numpy(dtype=object)
         starts = np.flatnonzero(np.r_[True, (judge[1:] != judge[:-1]) | (cond[1:] != cond[:-1])]) if len(df) else []
         ends = [*list(starts[1:]), len(df)] if len(df) else []
