@@ -10,7 +10,7 @@ export RUBRICLAB_PYTHON := $(abspath $(VENV))/bin/python
 # log (CI's included) ends with where the suite's time went (issue 25's 8-minute goal).
 PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
-.PHONY: install repro test test-fast lint bench screenshots ui mutate
+.PHONY: install repro test test-fast lint bench screenshots ui mutate docs
 
 install:
 	bash scripts/install.sh
@@ -43,6 +43,13 @@ bench: install
 # PNGs of the report and the MLflow comparison view for the README (after `make repro`)
 screenshots:
 	$(VENV)/bin/python scripts/screenshots.py
+
+# the documentation site (mkdocs.yml, docs/) into site/, offline; --strict: a broken link, anchor or nav entry fails.
+# The reference pages are generated from the code at build time (scripts/docs_hooks.py). mkdocs comes with the
+# project's install (the test extra); `pip install -e ".[docs]"` also brings optuna-dashboard for make screenshots.
+docs:
+	@test -x $(VENV)/bin/mkdocs || $(VENV)/bin/python -m pip install -q -e ".[docs]"
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 # the MLflow UI on the project's store, offline, opening on the runs table
 ui:

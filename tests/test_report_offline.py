@@ -17,6 +17,8 @@ from html.parser import HTMLParser
 import pytest
 
 from rubriclab.report import build_report
+from rubriclab.report._build import DOCS_DEFAULT_BASE as DOCS
+from rubriclab.report._build import DOCS_PAGES
 from rubriclab.tracking import stage_run, tracking_uri
 
 UI = "http://ui.example:5000"
@@ -148,8 +150,9 @@ def test_no_src_or_href_leaves_the_page_but_the_mlflow_links(report):
     for tag, attr, value in page.refs:
         if attr == "src":
             assert tag == "img" and value.startswith("data:image/png;base64,") or (tag, value) == ("script", "build.js")
-        else:
-            assert attr == "href" and tag == "a" and value.startswith("#"), (tag, attr, value)
+        else:  # in-page anchors, and the "docs" links into the documentation site (navigation, relative: no load)
+            assert attr == "href" and tag == "a" and (value.startswith("#") or value.startswith(DOCS + "/")), (
+                tag, attr, value)
     fragments = _parse("".join(report["build"]["html"].values()))  # HTML the page takes from build.js
     assert fragments.refs == []
     links = [r["link"] for r in report["build"]["runs"].values() if r]
@@ -220,6 +223,9 @@ def test_the_page_opens_offline_in_a_real_browser_and_loads_nothing_remote(repor
             "return [...document.querySelectorAll('[src],[href]')].map(e => e.getAttribute('src') || "
             "e.getAttribute('href'))")
         outside = [r for r in refs if not r.startswith(("#", "data:image/png;base64,")) and r != "build.js"]
+        docs = [r for r in outside if r.startswith(report["build"]["docs_base"] + "/")]  # build.js's docs base
+        assert docs and all(r.removeprefix(report["build"]["docs_base"] + "/") in DOCS_PAGES.values() for r in docs)
+        outside = [r for r in outside if r not in docs]
         assert outside and all(r.startswith(UI + "/#/experiments/") for r in outside), outside  # MLflow links only
         loaded = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
         assert all(u.startswith(("file:", "data:")) for u in loaded), loaded

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,32 @@ from rubriclab.secrets import redact_urls
 
 DEFAULT_UI = "http://127.0.0.1:5000"
 BUILD_FILE = "build.js"
+# Each section's page in the documentation site (mkdocs.yml; `make docs` builds it into <project>/site/, plain .html
+# pages). The page links it relative to outputs/report/ (the same bytes wherever it is built); build.js, which the
+# page reads when opened, points the links at RUBRICLAB_DOCS_URL when set (a published site), else at this
+# project's site/ from where the page was written. Links are navigation: the page still loads nothing.
+DOCS_ENV = "RUBRICLAB_DOCS_URL"
+DOCS_DEFAULT_BASE = "../../site"
+DOCS_PAGES = {
+    "models": "tutorials/your-judge.html",
+    "recorded": "tutorials/recorded-verdicts.html#2-what-a-card-holds",
+    "audit": "tutorials/default-run.html#5-read-the-audit-card",
+    "repair": "explanation/methods.html#repair",
+    "drift": "explanation/methods.html#drift",
+    "drift_check": "how-to/drift-gate.html",
+    "probe": "explanation/methods.html#probe",
+    "align": "explanation/methods.html#align",
+    "ledger": "explanation/call-store.html",
+}
+
+
+def docs_base(project: Path, out_dir: Path) -> str:
+    """Where build.js points the page's "docs" links: ``$RUBRICLAB_DOCS_URL``, else ``<project>/site`` relative
+    to ``out_dir``."""
+    url = os.environ.get(DOCS_ENV, "").strip()
+    if url:
+        return url.rstrip("/")
+    return Path(os.path.relpath(Path(project).resolve() / "site", Path(out_dir).resolve())).as_posix()
 
 
 def _models(tags: dict[str, str]) -> str:
@@ -34,8 +61,10 @@ def build_report(project: Path, out_dir: Path, *, tracking_uri: str, experiment:
     runs = stage_runs(tracking_uri, experiment, project)
     sections = collect_sections(project, ledger_rows, store)
     build = {"project_name": project.name, "commit": commit[:12], "tracking_uri": redact_urls(tracking_uri),
-             "made_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "runs": {}, "html": {}}
+             "made_at": _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"), "runs": {}, "html": {},
+             "docs_base": docs_base(project, out_dir)}
     for s in sections:
+        s.setdefault("docs", DOCS_PAGES.get(s["kind"]))
         if s.get("run_name"):
             run = runs.get(s["run_name"])
             build["runs"][s["run_name"]] = _run_fact(ui_url, run)
@@ -53,6 +82,7 @@ def build_report(project: Path, out_dir: Path, *, tracking_uri: str, experiment:
                       if r["tags"].get("embedded_model") == "True" or "smollm2" in _models(r["tags"]))
     html = render_report(sections, {
         "experiment": experiment, "embedded": embedded, "model_rows": model_rows,
+        "docs_default_base": DOCS_DEFAULT_BASE, "models_docs": DOCS_PAGES["models"],
         "recorded": [s["title"] for s in sections if s["kind"] == "recorded"
                      and not (runs.get(s.get("run_name") or "") or {}).get("tags", {}).get("embedded_model") == "True"]})
     out_dir.mkdir(parents=True, exist_ok=True)
