@@ -14,6 +14,15 @@ non-zero when the ``after`` total exceeds ``--budget`` seconds.
 
     python benchmarks/recorded_scale.py [--judges 50] [--conditions 10] [--pairs 80] [--n-boot 2000]
                                         [--repeats 1] [--no-before] [--quick]
+
+``--tables 1e5,1e6,1e7`` (issue 60) times what a user runs instead: ``rubriclab.recorded.read_table`` of a
+generated parquet table of that many verdicts (10 judges × 5 conditions × 2 orders per pair, labels, 3% ties,
+2% none) and ``analyze`` with the default settings (n_boot 2000), each arm in its own process, wall time and peak
+memory (``ru_maxrss``) side by side with their ratios; the ``before`` arm (``--ref``, e.g. the commit before
+issue 60) only up to ``--before-max`` verdicts (one object per judgment: 10^7 does not fit in 24 GB). Goals:
+10^6 in ≤ 10 s, 10^7 in ≤ 120 s within 4 GB (read + analyze).
+
+    python benchmarks/recorded_scale.py --tables 1e5,1e6,1e7 --ref 8d89a9b [--before-max 1e6]
 """
 
 from __future__ import annotations
@@ -100,6 +109,86 @@ def _timed(module, name: str, spent: dict[str, float], cpu: dict[str, float]) ->
     setattr(module, name, wrapper)
 
 
+def make_table(n_verdicts: int, path: Path, seed: int = 0) -> Path:
+    """A parquet table of ``n_verdicts`` verdicts: 10 judges × 5 conditions × 2 orders per pair."""
+    import pandas as pd
+
+    n_pairs = max(1, n_verdicts // 100)
+    rng = np.random.default_rng(seed)
+    truth = rng.choice(np.array(["1", "2", "tie"]), n_pairs, p=[0.47, 0.47, 0.06])
+    pair = np.repeat(np.arange(n_pairs, dtype=np.int64), 100)
+    judge = np.tile(np.repeat(np.arange(10), 10), n_pairs)
+    cond = np.tile(np.repeat(np.arange(5), 2), 10 * n_pairs)
+    order = np.tile(np.arange(2), 50 * n_pairs)
+    right = rng.random(len(pair)) < rng.uniform(0.55, 0.9, 10)[judge]
+    lab = truth[pair]
+    choice = np.where(right, np.where(lab == "tie", "1", lab), np.where(lab == "1", "2", "1"))
+    u = rng.random(len(pair))
+    choice = np.where(u < 0.03, "tie", np.where(u < 0.05, "none", choice))
+    pd.DataFrame({"pair_id": pd.Categorical.from_codes(pair, [f"p{i:07d}" for i in range(n_pairs)]),
+                  "judge": pd.Categorical.from_codes(judge, [f"judge{j}" for j in range(10)]),
+                  "condition": pd.Categorical.from_codes(cond, [f"cond{c}" for c in range(5)]),
+                  "order": pd.Categorical.from_codes(order, ["original", "swapped"]),
+                  "choice": choice, "label": lab}).to_parquet(path, index=False)
+    return path
+
+
+def run_table_arm(args: argparse.Namespace) -> None:
+    """One arm of ``--tables``: read the table and analyse it, wall times and peak memory as JSON."""
+    import resource
+
+    from rubriclab.recorded import Settings, analyze, read_table
+
+    t0 = time.perf_counter()
+    rs = read_table(args.table)
+    t1 = time.perf_counter()
+    res = analyze(rs, Settings())
+    t2 = time.perf_counter()
+    Path(args.out).write_text(json.dumps({"read": t1 - t0, "analyze": t2 - t1, "n": len(rs.judgments),
+                                          "cells": len(res.cells), "comparisons": len(res.comparisons),
+                                          "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+
+
+def tables(args: argparse.Namespace) -> int:
+    sizes = [int(float(x)) for x in args.tables.split(",")]
+    rows, ok = [], True
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        before = _before_tree(args.ref, tmp) if not args.no_before else None
+        for n in sizes:
+            table = make_table(n, tmp / f"t{n}.parquet")
+            got = {}
+            for arm, src in (("after", ROOT / "src"), ("before", before)):
+                if src is None or (arm == "before" and n > float(args.before_max)):
+                    continue
+                out = tmp / f"{arm}{n}.json"
+                env = {**os.environ, "PYTHONPATH": str(src), "PYTHONDONTWRITEBYTECODE": "1"}
+                proc = subprocess.run([sys.executable, __file__, "--table-arm", "--table", str(table), "--out",
+                                       str(out)], env=env)
+                got[arm] = json.loads(out.read_text()) if proc.returncode == 0 else None
+            rows.append((n, got))
+    print("| verdicts | after: read (s) | analyze (s) | total (s) | peak MB | before: total (s) | peak MB | "
+          "time ratio | memory ratio |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for n, got in rows:
+        a, b = got.get("after"), got.get("before")
+        at = a["read"] + a["analyze"] if a else None
+        bt = b["read"] + b["analyze"] if b else None
+        print(f"| {n:,} | " + (f"{a['read']:.1f} | {a['analyze']:.1f} | {at:.1f} | {a['peak_mb']:,.0f}" if a else
+                              "failed | | |") + " | "
+              + (f"{bt:.1f} | {b['peak_mb']:,.0f} | {bt / at:.1f}x | {b['peak_mb'] / a['peak_mb']:.1f}x |" if b and a
+                 else "not run (does not fit) | | | |"))
+        goal = {10**6: (10.0, None), 10**7: (120.0, 4096.0)}.get(n)
+        if goal and a:
+            fast = at <= goal[0] and (goal[1] is None or a["peak_mb"] <= goal[1])
+            ok &= fast
+            print(f"|  goal ≤ {goal[0]:.0f} s" + (f", ≤ {goal[1]:,.0f} MB" if goal[1] else "") +
+                  f": {'PASS' if fast else 'FAIL'} | | | | | | | | |")
+    print("\nwall time of each arm's process (read_table + analyze, default settings, n_boot 2000); peak memory: "
+          "ru_maxrss. 2-core machine, shared with other jobs.")
+    return 0 if ok else 1
+
+
 def run_arm(args: argparse.Namespace) -> None:
     """One arm in this process: build the set, time analyze per part, write timings and the result as JSON."""
     from rubriclab.recorded import Settings, _analysis
@@ -155,14 +244,23 @@ def main() -> int:
     ap.add_argument("--no-before", action="store_true", help="time the working tree only")
     ap.add_argument("--quick", action="store_true", help="10 judges × 5 conditions × 40 pairs, n_boot 500")
     ap.add_argument("--budget", type=float, default=30.0, help="max seconds for analyze (after)")
+    ap.add_argument("--tables", default=None, help="comma-separated table sizes (verdicts), e.g. 1e5,1e6,1e7")
+    ap.add_argument("--before-max", default="1e6", help="largest table the 'before' arm is run on")
+    ap.add_argument("--table-arm", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--table", help=argparse.SUPPRESS)
     ap.add_argument("--arm", choices=("before", "after"), help=argparse.SUPPRESS)
     ap.add_argument("--out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.quick:
         args.judges, args.conditions, args.pairs, args.n_boot = 10, 5, 40, 500
+    if args.table_arm:
+        run_table_arm(args)
+        return 0
     if args.arm:
         run_arm(args)
         return 0
+    if args.tables:
+        return tables(args)
     arms = ("after",) if args.no_before else ("after", "before")
     runs: dict[str, list[dict]] = {arm: [] for arm in arms}
     with tempfile.TemporaryDirectory() as tmp_name:

@@ -103,3 +103,32 @@ def test_traces_give_the_numbers_of_the_same_judgments_in_a_table(tmp_path, monk
     assert a.judge_agreement[0]["krippendorff_alpha"]["value"] == b.judge_agreement[0]["krippendorff_alpha"]["value"]
     assert a.annotator_agreement["krippendorff_alpha"]["value"] == b.annotator_agreement["krippendorff_alpha"]["value"]
     assert [r["prefers_longer"]["value"] for r in a.biases] == [r["prefers_longer"]["value"] for r in b.biases]
+
+
+def test_spans_are_fetched_only_for_a_cut_preview_and_long_texts_come_back_whole(tmp_path, monkeypatch):
+    """search_traces runs without spans; a pair whose inputs outgrow MLflow's 1,000-character request preview has
+    its one trace fetched, so its texts are whole; short pairs cost no fetch."""
+    from mlflow import MlflowClient
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setenv("MLFLOW_ENABLE_ASYNC_TRACE_LOGGING", "false")
+    uri = f"sqlite:///{(tmp_path / 'mlflow.db').as_posix()}"
+    plan = _plan(n_pairs=4)
+    long = "a long answer " * 200  # 2,800 characters: the preview is cut
+    for r in plan:
+        if r["pair_id"] == "p1":
+            r["output_1"] = long
+    try:
+        _log_traces(uri, plan)
+    finally:
+        mlflow.set_tracking_uri(None)
+    fetched, searched = [], []
+    get_trace, search = MlflowClient.get_trace, MlflowClient.search_traces
+    monkeypatch.setattr(MlflowClient, "get_trace", lambda self, tid, **kw: fetched.append(tid) or get_trace(self, tid,
+                                                                                                             **kw))
+    monkeypatch.setattr(MlflowClient, "search_traces",
+                        lambda self, *a, **kw: searched.append(kw.get("include_spans")) or search(self, *a, **kw))
+    rs = read_mlflow(uri, "judge-review")
+    assert searched and set(searched) == {False}
+    assert rs.pairs["p1"].output_1 == long and rs.pairs["p2"].output_1 == "one " * 3
+    assert len(fetched) == 1   # p1's first trace only: its second order's texts are already known

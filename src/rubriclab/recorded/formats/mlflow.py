@@ -1,7 +1,9 @@
 """MLflow 3 traces as recorded judgments: on each trace of an experiment, an assessment whose source is an LLM judge
 is a verdict, and assessments of the same name whose source is a human are the labels (one per annotator).
 
-What is read, per trace (``MlflowClient.search_traces`` over the experiment, every page):
+What is read, per trace (``MlflowClient.search_traces`` over the experiment, 500 a page, without spans: the
+assessments, tags and request preview are in the trace info; a trace's spans are fetched only when its preview was
+cut at MLflow's 1,000 characters and its pair's texts are not yet known):
 
 * the pair: trace tag ``pair_id`` (default: the trace id) and ``order`` (``original`` | ``swapped``; default
   ``original``) — two traces of one pair in both orders share a ``pair_id``; the root span's inputs, when a
@@ -63,17 +65,33 @@ def _value(a: Any) -> tuple[Any, str | None]:
     return getattr(a, "value", None), None
 
 
-def _root_inputs(trace: Any) -> dict[str, Any]:
-    data = getattr(trace, "data", None)
-    spans = list(getattr(data, "spans", None) or [])
-    root = next((s for s in spans if getattr(s, "parent_id", None) is None), spans[0] if spans else None)
-    inputs = getattr(root, "inputs", None) if root is not None else None
+def _as_mapping(inputs: Any) -> dict[str, Any] | None:
     if isinstance(inputs, str):
         try:
             inputs = json.loads(inputs)
         except ValueError:
-            return {}
-    return inputs if isinstance(inputs, dict) else {}
+            return None
+    return inputs if isinstance(inputs, dict) else None
+
+
+def _root_inputs(trace: Any) -> dict[str, Any]:
+    data = getattr(trace, "data", None)
+    spans = list(getattr(data, "spans", None) or [])
+    root = next((s for s in spans if getattr(s, "parent_id", None) is None), spans[0] if spans else None)
+    return (_as_mapping(getattr(root, "inputs", None)) if root is not None else None) or {}
+
+
+def _inputs(client: Any, trace: Any, fetched: Counter) -> dict[str, Any]:
+    """The root span's inputs without loading the trace's spans where the stored request preview holds them whole
+    (MLflow keeps the root inputs' JSON as ``request_preview``, cut at 1,000 characters); a cut preview is
+    completed by fetching that one trace."""
+    preview = _as_mapping(getattr(trace.info, "request_preview", None))
+    if preview is not None:
+        return preview
+    if not getattr(trace.info, "request_preview", None):
+        return _root_inputs(trace)
+    fetched["traces_fetched"] += 1
+    return _root_inputs(client.get_trace(trace.info.trace_id, display=False))
 
 
 def _first(d: Mapping[str, Any], keys: tuple[str, ...]) -> str:
@@ -87,7 +105,9 @@ def _traces(client: Any, experiment_id: str, max_traces: int | None) -> list[Any
     where = ("locations" if "locations" in inspect.signature(client.search_traces).parameters else "experiment_ids")
     out, token = [], None
     while True:
-        page = client.search_traces(**{where: [experiment_id]}, max_results=500, page_token=token)
+        # assessments and tags live in the trace info: the spans (the bulk of a trace) are not loaded
+        page = client.search_traces(**{where: [experiment_id]}, max_results=500, page_token=token,
+                                    include_spans=False)
         out += list(page)
         token = getattr(page, "token", None)
         if not token or (max_traces and len(out) >= max_traces):
@@ -135,12 +155,14 @@ def read_mlflow(tracking_uri: str, experiment: str, *, name: str | None = None, 
         if order not in ("original", "swapped"):
             raise InputError(f"trace {t.info.trace_id}: tag order={tags.get('order')!r}", file=where, field="order",
                              expected="original or swapped (or no tag: original)")
-        inputs = _root_inputs(t)
+        inputs: dict[str, Any] | None = None
         for a in got:
             kind, who = _source(a)
             if kind not in ("LLM_JUDGE", "HUMAN"):
                 continue
             pid = f"{base_id}#{a.name}" if several else base_id
+            if pid not in texts and inputs is None:
+                inputs = _inputs(client, t, counts)
             if inputs:
                 texts.setdefault(pid, {"prompt": _first(inputs, _PROMPT),
                                        "output_1": _first(inputs, _OUT1 if order == "original" else _OUT2),
