@@ -108,3 +108,13 @@ def test_the_report_says_when_the_judge_does_not_help(tmp_path):
     assert worse >= 1
     text = "\n".join(str(b[1]) for b in recorded_sections(tmp_path)[0]["blocks"] if b[0] == "md")
     assert f"In {worse} of {len(table)} cells the effective sample size is below n" in text
+
+
+def test_lam_null_in_params_runs_power_tuned_ppi(tmp_path):
+    """``recorded.calibrate.lam: null`` is PPI++ (ppi_py's power-tuned λ), not silently the default λ = 1."""
+    params = _params(lam=None, coverage_draws=0)
+    run_recorded_stage(params, ROOT, "pandalm", out_dir=tmp_path / "p", track=False)
+    meta = json.loads((tmp_path / "p/calibration.json").read_text())
+    assert meta["settings"]["lam"] is None
+    ppi = [e for c in meta["cells"] for e in c.get("estimates", []) if e["method"] == "ppi"]
+    assert ppi and all(e["interval"].startswith("PPI++ (power-tuned") for e in ppi), ppi[:1]

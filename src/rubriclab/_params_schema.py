@@ -686,7 +686,8 @@ class RecordedCalibrate(Section):
 
     label_fraction: Prob = knob(0.1, "share of pairs given a human label")
     seed: NonNegInt = knob(0, "")
-    lam: NonNegNum | None = knob(1.0, "ppi_py's lambda (1: plain PPI); null is dropped, so it runs 1 too")
+    lam: NonNegNum | None = knob(1.0, "ppi_py's lambda (1: plain PPI; null: power-tuned PPI++, "
+                                                "under-covered with few labels)")
     order: _lit(ORDER_CHOICES) = knob("both", "")
     none: _lit(NONE_POLICIES) = knob("half", "")
     coverage_draws: NonNegInt = knob(200, "label draws that check each interval's coverage on a fully labelled set "

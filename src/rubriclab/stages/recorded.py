@@ -143,10 +143,10 @@ def _track(rs: RecordedSet, analysis: RecordedAnalysis, p: Params, project: Path
 
 
 def calibration_settings(calibrate: RecordedCalibrate | None, confidence: float) -> CellSettings | None:
-    """``recorded.calibrate`` (null: no calibration step); its ``lam: null`` is dropped, so it runs the default."""
+    """``recorded.calibrate`` (null: no calibration step); ``lam: null`` is kept: power-tuned PPI++."""
     if calibrate is None:
         return None
-    return CellSettings(**{k: v for k, v in calibrate.model_dump().items() if v is not None}, confidence=confidence)
+    return CellSettings(**calibrate.model_dump(), confidence=confidence)
 
 
 def write_calibration(rs: RecordedSet, analysis: RecordedAnalysis, calibrate: RecordedCalibrate | None, out: Path
