@@ -64,7 +64,7 @@ from rubriclab.recorded._boot import Resampling, additive_bootstraps, mean_boots
 from rubriclab.recorded._disagreements import confusion_counts, disagreements
 from rubriclab.recorded._leaderboard import judge_vs_judge, leaderboard
 from rubriclab.recorded._records import CHOICES, ORDERS, VERDICTS, RecordedSet
-from rubriclab.recorded._rows import NONE, PairValues, Rows, shared_codes
+from rubriclab.recorded._rows import NONE, PairValues, Rows, codes_and_values, codes_of, shared_codes
 from rubriclab.stats import (
     TIE_CREDIT,
     adjust_family,
@@ -239,7 +239,12 @@ def _mean_entry(values: np.ndarray, ids: np.ndarray, s: Settings, reason: str, *
 def judgments_frame(rs: RecordedSet, tie_credit: float = TIE_CREDIT) -> pd.DataFrame:
     """``rs.frame()`` with ``credit`` (NaN without a label) and the pair's output lengths and list flags."""
     # a fixed row order, so that the bootstrap draws the same pairs whatever order the importer read them in
-    df = rs.frame().sort_values(["judge", "condition", "pair_id", "order"], kind="stable").reset_index(drop=True)
+    df = rs.frame()
+    keys = ["judge", "condition", "pair_id", "order"]
+    for col in keys:  # a categorical sorts by its categories: put them in the strings' order
+        if isinstance(df[col].dtype, pd.CategoricalDtype):
+            df[col] = df[col].cat.reorder_categories(sorted(df[col].cat.categories, key=str))
+    df = df.sort_values(keys, kind="stable").reset_index(drop=True)
     labels = df["label"]
     choice = df["choice"]
     credit = np.where(choice == labels, 1.0, np.where((choice == "tie") & labels.notna(), tie_credit, 0.0))
@@ -357,16 +362,28 @@ def _paired_rows(families: list[list[tuple[dict[str, Any], PairValues, PairValue
     number of shared pairs), each the same as ``rubriclab.stats.paired_bootstrap`` on its own; the p-values are
     paired t-tests, whose smallest value is not floored by the number of resamples (a bootstrap p-value cannot go
     below 2/(B + 1), above the Bonferroni level of a large family)."""
-    aligned = [[shared_codes(va, vb) for _, va, vb in family] for family in families]
-    todo = [(c, a, b) for family in aligned for c, a, b in family if len(a) >= 2]
-    res, _ = _resampling(np.unique(np.concatenate([c for c, _, _ in todo])) if todo else np.array([], int), s)
-    done = iter(paired_differences(todo, res, s.confidence))
-    tested = iter(_t_tests([(a, b) for _, a, b in todo]))
+    res = _RESAMPLING.get()
+    universe = None
+    if res is None:  # outside analyze: an eager resampling of the pairs the comparisons share
+        used = np.zeros(max((len(v.dense) for f in families for _, va, vb in f for v in (va, vb)), default=0), bool)
+        for family in families:
+            for _, va, vb in family:
+                both = ~(np.isnan(va.dense) | np.isnan(vb.dense))
+                if both.sum() >= 2:
+                    used |= both
+        universe = np.flatnonzero(used)
+        res, _ = _resampling(universe, s)
     out: list[dict[str, Any]] = []
-    for family, pairs in zip(families, aligned, strict=True):
+    for family in families:  # a family at a time: its per-pair values are dropped once its sums are asked for
+        pairs = [shared_codes(va, vb) for _, va, vb in family]
+        todo = [(c if universe is None else np.searchsorted(universe, c), a, b) for c, a, b in pairs if len(a) >= 2]
+        done = iter(paired_differences(todo, res, s.confidence))
+        tested = iter(_t_tests([(a, b) for _, a, b in todo]))
         rows = [_paired_row(fixed, len(a), *((next(done), next(tested)) if len(a) >= 2 else (None, None)), s)
                 for (fixed, _, _), (_, a, _) in zip(family, pairs, strict=True)]
         out += _adjust(rows, s)
+    if universe is not None:
+        res.run()
     return out
 
 
@@ -494,16 +511,27 @@ def rater_agreement(ratings: np.ndarray, unit_pairs: np.ndarray, cats: list[str]
 
 
 def judge_agreement(df: pd.DataFrame, s: Settings) -> list[dict[str, Any]]:
-    """Per condition with ≥ 2 judges: agreement of the judges' choices on the (pair, order) units."""
+    """Per condition with ≥ 2 judges: agreement of the judges' choices on the (pair, order) units (a judge that
+    did not judge a unit: missing). The raters × units matrix is laid out from the columns' codes."""
     rows = []
-    for cond, g in df.groupby("condition", sort=True):
-        judges = sorted(g["judge"].unique())
+    pair, pair_ids = codes_and_values(df["pair_id"])
+    judge, judge_names = codes_and_values(df["judge"])
+    cond, cond_names = codes_and_values(df["condition"])
+    unit_of = pair * len(ORDERS) + codes_of(df["order"], ORDERS)
+    choice = np.array([*CHOICES, np.nan], dtype=object)[codes_of(df["choice"], CHOICES)]
+    for c in sorted(np.unique(cond), key=lambda k: str(cond_names[k])):
+        at = np.flatnonzero(cond == c)
+        present = np.unique(judge[at])
+        judges = sorted(str(judge_names[j]) for j in present)
         if len(judges) < 2:
             continue
-        wide = g.pivot_table(index=["pair_id", "order"], columns="judge", values="choice", aggfunc="first")
-        res = rater_agreement(wide[judges].to_numpy(object).T, wide.index.get_level_values(0).to_numpy(),
-                              ["1", "2", "tie"], s)
-        rows.append({"condition": cond, "judges": judges, **res})
+        row_of = np.empty(len(judge_names), dtype=np.intp)
+        row_of[[list(map(str, judge_names)).index(j) for j in judges]] = np.arange(len(judges))
+        units, col = np.unique(unit_of[at], return_inverse=True)
+        wide = np.full((len(judges), len(units)), np.nan, dtype=object)
+        wide[row_of[judge[at]], col] = choice[at]
+        res = rater_agreement(wide, np.asarray(pair_ids, dtype=object)[units // len(ORDERS)], ["1", "2", "tie"], s)
+        rows.append({"condition": str(cond_names[c]), "judges": judges, **res})
     return rows
 
 

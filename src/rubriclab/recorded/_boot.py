@@ -12,9 +12,10 @@ this is exactly ``scipy.stats.bootstrap`` on that estimate alone (its per-call f
 .py`` checks by simulation. (Until issue 60 each estimate drew its own pairs; intervals over a subset moved when
 this scheme replaced it.)
 
-Speed and memory (``Resampling``): the estimates' per-pair parts are stacked as columns over the N pairs and
-multiplied by the draw counts in chunks of replicates and blocks of columns — one pass over the draws for the whole
-analysis, memory bounded by B × N bytes of counts, ``ROW_CHUNK`` × N and N × ``COL_BLOCK`` floats. Parts that are
+Speed and memory (``Resampling``): the estimates' distinct per-pair part columns are stacked over the N pairs and
+multiplied by the draw counts in blocks of ``COL_BLOCK`` columns (a block as soon as it is full) and chunks of
+replicates — memory bounded by B × N bytes of counts, ``ROW_CHUNK`` × N and N × ``COL_BLOCK`` floats, and B floats
+per distinct column for the sums. Parts that are
 multiples of 1/4096 (integers, halves, …) sum exactly in any order, so every block and chunk gives the same bits;
 other parts differ from a one-estimate product by rounding only (~1e-16 relative).
 """
@@ -33,6 +34,7 @@ from rubriclab.stats._bootstrap import finish_distribution
 
 ROW_CHUNK = 250  # replicates per count chunk: a (chunk × N) float block per product
 COL_BLOCK = 512  # columns per product: bounds the stacked parts at N × COL_BLOCK floats
+POOL_BYTES = 96 * 2**20  # ... and at this many bytes of waiting columns, whichever comes first (large N)
 
 
 @lru_cache(maxsize=8)
@@ -74,16 +76,25 @@ def byte_counts(n_items: int, n_resamples: int, seed: int) -> np.ndarray:
 
 class Resampling:
     """The bootstrap of one source: B replicates of its N pairs (``pair_ids``, sorted). Estimates ask for the
-    replicate sums of their per-pair parts (``sums``); ``run`` forms every sum in one pass (see the module
-    docstring) and calls each request back; ``then`` queues work for after every callback. ``eager``: each
-    request is formed and called back at once (the per-estimate reference the batched pass equals)."""
+    replicate sums of their per-pair parts (``sums``); ``run`` calls each request back with its sums; ``then``
+    queues work for after every callback. ``eager``: each request is formed and called back at once (the
+    per-estimate reference the batched pass equals).
+
+    Batched, a request's distinct non-zero part columns join a pool (one per product precision) and a pool is
+    multiplied by the draw counts as soon as it holds ``COL_BLOCK`` columns or ``POOL_BYTES`` of them laid over the
+    N pairs: memory stays bounded by the pools and the (B × distinct columns) sums, not by every part of the
+    analysis held until the end."""
 
     def __init__(self, pair_ids: Sequence[Any], n_resamples: int, seed: int, eager: bool = False) -> None:
         self.pair_ids = np.asarray(pair_ids, dtype=object)
         self.n_pairs, self.n_resamples, self.seed, self.eager = len(self.pair_ids), int(n_resamples), int(seed), eager
         self._index = {p: i for i, p in enumerate(self.pair_ids.tolist())}
-        self._requests: list[tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], None]]] = []
+        self._requests: list[tuple[np.ndarray, Callable[[np.ndarray], None]]] = []
         self._after: list[Callable[[], None]] = []
+        self._keys: dict[bytes, int] = {}  # a distinct column (its pairs and values) -> its id (0: the zero column)
+        self._pools: dict[type, list[tuple[int, np.ndarray, np.ndarray]]] = {np.float32: [], np.float64: []}
+        self._formed: list[tuple[np.ndarray, np.ndarray]] = []  # (column ids, their (B, k) sums)
+        self._max_count: int | None = None
 
     def codes(self, ids: Sequence[Any]) -> np.ndarray:
         """The pairs' positions among the source's pairs."""
@@ -96,7 +107,26 @@ class Resampling:
         """Ask for ``Σ_p w_p · x_p`` per replicate, ``x`` ``(n, D)`` per-pair parts on distinct pair ``codes``;
         ``callback`` gets the ``(B, D)`` sums."""
         x = np.asarray(x, dtype=float).reshape(len(x), -1)
-        self._requests.append((np.asarray(codes, dtype=np.intp), x, callback))
+        codes = np.asarray(codes, dtype=np.intp)
+        key_codes = hashlib.sha1(codes.tobytes()).digest()
+        columns = []
+        for j in range(x.shape[1]):
+            col = np.ascontiguousarray(x[:, j])
+            if not col.any():
+                columns.append(0)
+                continue
+            key = key_codes + hashlib.sha1(col.tobytes()).digest()
+            if key not in self._keys:
+                self._keys[key] = len(self._keys) + 1
+                # a column whose every replicate sum is exact in single precision goes through a float32 product
+                # (twice as fast, the same bits); the others through float64
+                dtype = np.float32 if _exact32(col, self._largest_count()) else np.float64
+                pool = self._pools[dtype]
+                pool.append((self._keys[key], codes, col.astype(dtype)))  # exact: multiples of 1/16 in float32
+                if len(pool) >= COL_BLOCK or len(pool) * self.n_pairs * np.dtype(dtype).itemsize >= POOL_BYTES:
+                    self._form(dtype)
+            columns.append(self._keys[key])
+        self._requests.append((np.array(columns, dtype=np.intp), callback))
         if self.eager:
             self.run()
 
@@ -107,53 +137,39 @@ class Resampling:
             self._after.append(fn)
 
     def run(self) -> None:
+        for dtype in self._pools:
+            self._form(dtype)
         requests, self._requests = self._requests, []
         if requests:
-            sums = self._products(requests)
-            for (_, _, callback), columns in zip(requests, self._columns, strict=True):
+            sums = np.zeros((self.n_resamples, len(self._keys) + 1))
+            for ids, formed in self._formed:
+                sums[:, ids] = formed
+            self._formed, self._keys = [], {}
+            for columns, callback in requests:
                 callback(np.ascontiguousarray(sums[:, columns]))
         after, self._after = self._after, []
         for fn in after:
             fn()
 
-    def _products(self, requests: list[tuple[np.ndarray, np.ndarray, Callable[[np.ndarray], None]]]) -> np.ndarray:
-        """The replicate sums of every distinct non-zero part column of ``requests`` (``(B, K)``; column 0 is the
-        zero column), ``self._columns`` saying where each request's columns are. Distinct: many estimates share a
-        column (a comparison's pair count, a cell's judgments per pair), formed once."""
-        index: dict[bytes, int] = {}
-        unique: list[tuple[np.ndarray, np.ndarray]] = []
-        self._columns = []
-        for codes, x, _ in requests:
-            cols = []
-            key_codes = hashlib.sha1(codes.tobytes()).digest()
-            for j in range(x.shape[1]):
-                col = np.ascontiguousarray(x[:, j])
-                if not col.any():
-                    cols.append(0)
-                    continue
-                key = key_codes + hashlib.sha1(col.tobytes()).digest()
-                if key not in index:
-                    index[key] = len(unique) + 1
-                    unique.append((codes, col))
-                cols.append(index[key])
-            self._columns.append(np.array(cols, dtype=np.intp))
+    def _largest_count(self) -> int:
+        if self._max_count is None:
+            self._max_count = int(byte_counts(self.n_pairs, self.n_resamples, self.seed).max(initial=0))
+        return self._max_count
+
+    def _form(self, dtype: type) -> None:
+        """The replicate sums of the pool's columns: the draw counts times the columns laid over the N pairs, a
+        chunk of replicates at a time."""
+        pool, self._pools[dtype] = self._pools[dtype], []
+        if not pool:
+            return
         counts = byte_counts(self.n_pairs, self.n_resamples, self.seed)
-        out = np.zeros((self.n_resamples, len(unique) + 1))
-        # columns whose every replicate sum is exact in single precision go through a float32 product (twice as
-        # fast, the same bits); the others through float64
-        single = [k for k, (_, col) in enumerate(unique) if _exact32(col, int(counts.max(initial=0)))]
-        double = sorted(set(range(len(unique))) - set(single))
-        for which, dtype in ((single, np.float32), (double, np.float64)):
-            for b0 in range(0, len(which), COL_BLOCK):  # one block of parts in memory at a time
-                block = which[b0:b0 + COL_BLOCK]
-                x = np.zeros((self.n_pairs, len(block)), dtype=dtype)
-                for k, j in enumerate(block):
-                    codes, col = unique[j]
-                    x[codes, k] = col
-                target = np.asarray(block) + 1
-                for r0 in range(0, self.n_resamples, ROW_CHUNK):
-                    out[r0:r0 + ROW_CHUNK, target] = counts[r0:r0 + ROW_CHUNK].astype(dtype) @ x
-        return out
+        x = np.zeros((self.n_pairs, len(pool)), dtype=dtype)
+        for k, (_, codes, col) in enumerate(pool):
+            x[codes, k] = col
+        out = np.empty((self.n_resamples, len(pool)))
+        for r0 in range(0, self.n_resamples, ROW_CHUNK):
+            out[r0:r0 + ROW_CHUNK] = counts[r0:r0 + ROW_CHUNK].astype(dtype) @ x
+        self._formed.append((np.array([k for k, _, _ in pool], dtype=np.intp), out))
 
 
 _SCALE32 = 2.0**4  # a float32 product is exact for parts that are multiples of 1/16 ...

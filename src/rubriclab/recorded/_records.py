@@ -241,9 +241,9 @@ class RecordedSet:
         if isinstance(self.judgments, JudgmentColumns):
             f = self.judgments.frame
             out = f[list(FRAME_COLUMNS)].copy()
-            pid = out["pair_id"].astype(str)
-            uniq = pd.unique(pid)
-            out.insert(6, "label", pid.map(dict(zip(uniq, (labels[u] for u in uniq), strict=True))))
+            codes, uniq = pd.factorize(out["pair_id"])  # a pair's label looked up once, not once per row
+            of_pair = np.array([labels[str(u)] for u in uniq] + [None], dtype=object)
+            out.insert(6, "label", of_pair[codes])
             choice, label = out["choice"].astype(str), out["label"]
             out.insert(7, "correct", np.where(label.isna(), np.nan, (choice == label.astype(str)).astype(float)))
             for col in ("raw", "generated", "generated_kinds", "meta"):

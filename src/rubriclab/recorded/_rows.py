@@ -25,6 +25,14 @@ def codes_of(values: Any, vocabulary: tuple[str, ...]) -> np.ndarray:
     return np.asarray(cat.codes, dtype=np.int64)
 
 
+def codes_and_values(col: pd.Series) -> tuple[np.ndarray, Any]:
+    """A column's integer codes and the values they stand for (a categorical's own; else factorised)."""
+    if isinstance(col.dtype, pd.CategoricalDtype):
+        return np.asarray(col.cat.codes, dtype=np.intp), col.cat.categories
+    codes, uniques = pd.factorize(col)
+    return np.asarray(codes, dtype=np.intp), uniques
+
+
 @dataclass
 class PairValues:
     """One per-pair value per pair (pair codes ascending) for a paired comparison; ``dense``: the values at their
@@ -87,16 +95,19 @@ class Rows:
     def of(cls, df: pd.DataFrame, universe: np.ndarray | None = None) -> Rows:
         """From ``judgments_frame`` (sorted by judge, condition, pair_id, order); pair codes into ``universe`` (the
         source's sorted pair ids; default: the judged ones)."""
-        ids = df["pair_id"].to_numpy(dtype=str)
+        codes, cats = codes_and_values(df["pair_id"])  # each distinct pair id handled once, not once per row
+        cats = np.asarray(cats, dtype=str)
         if universe is None:
-            pair_ids, pair = np.unique(ids, return_inverse=True)
+            pair_ids = np.unique(cats[np.unique(codes)]) if len(codes) else np.array([], dtype=str)
         else:
             pair_ids = np.asarray(universe, dtype=str)
-            pair = np.searchsorted(pair_ids, ids)
-        judge, cond = df["judge"].to_numpy(dtype=object), df["condition"].to_numpy(dtype=object)
+        pair = np.searchsorted(pair_ids, cats)[codes] if len(codes) else np.array([], dtype=np.intp)
+        judge, judges = codes_and_values(df["judge"])
+        cond, conds = codes_and_values(df["condition"])
         starts = np.flatnonzero(np.r_[True, (judge[1:] != judge[:-1]) | (cond[1:] != cond[:-1])]) if len(df) else []
         ends = [*list(starts[1:]), len(df)] if len(df) else []
-        cells = {(str(judge[a]), str(cond[a])): slice(int(a), int(b)) for a, b in zip(starts, ends, strict=True)}
+        cells = {(str(judges[judge[a]]), str(conds[cond[a]])): slice(int(a), int(b))
+                 for a, b in zip(starts, ends, strict=True)}
         return cls(pair_ids=pair_ids.astype(object), pair=pair.astype(np.intp), order=codes_of(df["order"], ORDERS),
                    verdict=codes_of(df["verdict"], VERDICTS), choice=codes_of(df["choice"], CHOICES),
                    label=codes_of(df["label"], CHOICES), credit=df["credit"].to_numpy(float),

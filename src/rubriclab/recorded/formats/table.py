@@ -263,7 +263,7 @@ def _cross_checks(f: pd.DataFrame, fields: list[str], file: str, errors: _Errors
             expected="one row per pair, judge, condition and order"))
     pair_line = f.groupby("pair_id", observed=True)["_line"].transform("min")
     for rank, col in enumerate(fields):
-        given = f[f[col].notna()]
+        given = f.loc[f[col].notna().to_numpy(), ["pair_id", col, "_line"]]
         if given.empty:
             continue
         first = given.groupby("pair_id", observed=True)[col].transform("first")
@@ -303,15 +303,14 @@ def read_table(path: str | Path, *, name: str | None = None, default_condition: 
     _cross_checks(f, [*PAIR_TEXT, *label_cols], file, errors)
     errors.raise_first()
     pairs = _pairs(f, label_cols)
-    order, verdict = f["order"].astype(str).to_numpy(), f["verdict"].astype(str).to_numpy()
-    swapped = order == "swapped"
-    choice = np.where(verdict == "first", np.where(swapped, "2", "1"),
-                      np.where(verdict == "second", np.where(swapped, "1", "2"), verdict))
+    n = len(f)
     frame = pd.DataFrame({
         "pair_id": f["pair_id"], "judge": f["judge"], "condition": f["condition"], "order": f["order"],
-        "verdict": f["verdict"], "choice": pd.Categorical(choice), "raw": _strings(f["raw"]),
+        "verdict": f["verdict"], "choice": _choices(f["verdict"], f["order"]), "raw": _strings(f["raw"]),
         "finish_reason": f["finish_reason"].astype(object), "generated": _strings(f["generated"]),
-        "generated_kinds": np.where(f["generated"].notna(), "generated", ""), "score": f["score"], "meta": ""})
+        "generated_kinds": pd.Categorical.from_codes(f["generated"].notna().to_numpy().astype(np.int8),
+                                                     ["", "generated"]),
+        "score": f["score"], "meta": pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), [""])})
     not_verdicts = int(f["_not_verdict"].sum())
     notes = []
     if not_verdicts:
@@ -323,6 +322,24 @@ def read_table(path: str | Path, *, name: str | None = None, default_condition: 
     return RecordedSet(name=name or path.stem, format="table", path=file, pairs=pairs,
                        judgments=JudgmentColumns(frame), provenance=f"a table of recorded judgments ({path.name})",
                        label_rule=rule, notes=notes)
+
+
+def _choices(verdict: pd.Series, order: pd.Series) -> pd.Categorical:
+    """The pair's output each verdict chose (``first``/``second`` as presented → ``1``/``2``; ``tie``, ``none``
+    as they are), from the columns' codes: no string per row."""
+    verdict, order = pd.Categorical(verdict), pd.Categorical(order)
+    words = [str(w) for w in verdict.categories]
+    cats = sorted({"1", "2"} | {w for w in words if w not in ("first", "second")})
+    pos = {c: i for i, c in enumerate(cats)}
+    as_is = np.array([pos.get(w, -1) for w in words] + [-1], dtype=np.int16)[verdict.codes]
+    swapped = (np.asarray(order.categories) == "swapped")[order.codes] & (order.codes >= 0)
+    codes = as_is
+    for word, shown_first in (("first", "1"), ("second", "2")):
+        if word in words:
+            hit = verdict.codes == words.index(word)
+            other = "2" if shown_first == "1" else "1"
+            codes = np.where(hit, np.where(swapped, pos[other], pos[shown_first]), codes)
+    return pd.Categorical.from_codes(codes.astype(np.int16), cats).remove_unused_categories()
 
 
 def _strings(col: pd.Series) -> np.ndarray:
@@ -347,16 +364,15 @@ def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
 
 def _pairs(f: pd.DataFrame, label_cols: list[str]) -> dict[str, RecordedPair]:
     """Each pair (in order of first appearance) with its texts and its annotators' labels."""
-    firsts = f.drop_duplicates("pair_id")[["pair_id"]]
+    firsts = f["pair_id"].drop_duplicates().astype(str)
     fields = {}
     for col in [*PAIR_TEXT, *label_cols]:
-        given = f[f[col].notna()]
-        fields[col] = dict(zip(given["pair_id"].astype(str), given[col], strict=True)) if not given.empty else {}
-        if not given.empty:  # the first value per pair (the cross-checks made every value the same)
-            fields[col] = given.drop_duplicates("pair_id").set_index(given.drop_duplicates("pair_id")["pair_id"]
-                                                                       .astype(str))[col].to_dict()
+        given = f.loc[f[col].notna().to_numpy(), ["pair_id", col]]  # the two columns only, not the whole frame
+        # the first value per pair (the cross-checks made every value the same)
+        first = given.drop_duplicates("pair_id")
+        fields[col] = dict(zip(first["pair_id"].astype(str), first[col], strict=True))
     pairs = {}
-    for pid in firsts["pair_id"].astype(str):
+    for pid in firsts:
         labels = tuple(sorted(("label" if c == "label" else c.split(".", 1)[1], fields[c][pid])
                               for c in label_cols if pid in fields[c]))
         pairs[pid] = RecordedPair(id=pid, labels=labels, **{k: str(fields[k].get(pid, "")) for k in PAIR_TEXT})
