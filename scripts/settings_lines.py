@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMA = "src/rubriclab/_params_schema.py"
+SCHEMA = "src/rubriclab/settings.py"
 # settings classes (and the module-level tables that feed them), wherever they lived in the project's history
 CLASSES = {
     "src/rubriclab/drift/_engine.py": {"DriftSettings", "_D", "_PLACES"},

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 import torch
 
-from rubriclab._params_schema import DPO_LEARNING_RATES
 from rubriclab.align import DPOSettings, inference_precision, load_policy, policy_dtype, train_dpo
+from rubriclab.settings import DPO_LEARNING_RATES
 from rubriclab.testing import tiny_policy
 
 GOOD = ["Boil the egg for nine minutes, then cool it in cold water.", "Water the plant once a week."]

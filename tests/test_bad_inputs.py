@@ -215,7 +215,7 @@ CASES: dict[str, Case] = {
         ).messages("q", "a", "b", templates_dir=str(BAD / "templates_no_verdict"))),
         "{bad}/templates_no_verdict/judge_direct.txt: judge prompt asks for no verdict format the A/B parser reads;"
         " expected an instruction to answer <verdict>A</verdict> or <verdict>B</verdict> (or [[A]] / [[B]])"),
-    # params (the validator in rubriclab/_params_schema.py, raised by load_params)
+    # params (the validator in rubriclab/settings.py, raised by load_params)
     "params-unknown-role": Case(
         lambda tmp, gw: _params(tmp, "params_unknown_role.yaml"),
         "{tmp}/params.yaml: llm.roles.jduge: unknown role; expected one of judge, extractor, consolidator,"

@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from rubriclab._params_schema import Data, MaxChars, Params, Premise
 from rubriclab.data import Pair, allocate, bench_target_splits, build_splits, premise_splits, read_pairs
 from rubriclab.errors import ConfigError
+from rubriclab.settings import Data, MaxChars, Params, Premise
 
 
 def _pairs(n, prefix="p", prompts=None):

@@ -65,7 +65,7 @@ def test_the_generated_params_reference_lists_every_key_of_params_yaml(site):
     missing = [k for k in sorted(documented) if k not in text]
     assert not missing, f"keys not on the built page: {missing[:10]}"
     # and the page is the schema's: a default and a paper value taken from it
-    from rubriclab._params_schema import Audit
+    from rubriclab.settings import Audit
 
     assert f"`audit.runs` | an integer >= 1 | `{Audit.model_fields['runs'].default}`" in ref.params_page()
 

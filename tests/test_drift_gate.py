@@ -346,7 +346,7 @@ def test_data_files_in_any_layout_the_data_package_reads(tmp_path):
 
 
 def test_gate_data_takes_the_typed_data_section(tmp_path):
-    from rubriclab._params_schema import Params
+    from rubriclab.settings import Params
     from rubriclab.stages.drift_check import load_gate_data
 
     data = {"seed": 3, "sources": {"h": {"loader": "demo", "domain": "helpful", "limit": 7}, "all": {"loader": "demo"}}}

@@ -29,7 +29,7 @@ def test_files_line_gives_each_empty_file_its_reason() -> None:
 
 
 def test_the_drift_summary_says_why_transfer_csv_is_empty() -> None:
-    from rubriclab._params_schema import Params
+    from rubriclab.settings import Params
     from rubriclab.stages.drift import _empty_reasons
 
     cfg = Params.of({}).drift

@@ -194,7 +194,7 @@ def test_llm_defaults_max_failure_share_reaches_the_check():
 def test_max_failure_share_is_a_share():
     import copy
 
-    from rubriclab._params_schema import validate_params
+    from rubriclab.settings import validate_params
     from tests.test_input_errors_2 import REPO_PARAMS
 
     assert REPO_PARAMS["llm"]["defaults"]["max_failure_share"] == 0.5

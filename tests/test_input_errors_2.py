@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rubriclab._params_schema import validate_params
 from rubriclab.data import build_splits
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.judging import load_pairwise_rubric
 from rubriclab.rubrics import load_rubric_file, load_template
+from rubriclab.settings import validate_params
 
 REPO_PARAMS = yaml.safe_load((Path(__file__).resolve().parents[1] / "params.yaml").read_text())
 

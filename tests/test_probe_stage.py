@@ -180,7 +180,7 @@ def test_the_items_table_names_its_source_the_same_way_on_every_machine(tmp_path
     A shipped demo is named by its spec, not by the package's install path (an editable install of another
     checkout wrote another path and another dvc.lock); a project file is named relative to the project, whatever
     the working folder."""
-    from rubriclab._params_schema import Probe
+    from rubriclab.settings import Probe
     from rubriclab.stages.probe import load_datasets
 
     project = tmp_path / "proj"

@@ -346,7 +346,7 @@ def test_ci_blocks_resolve_as_make_targets():
 
 
 def test_yaml_blocks_that_start_at_a_params_section_are_valid_params():
-    from rubriclab._params_schema import Params
+    from rubriclab.settings import Params
 
     sections = set(Params.model_fields)
     checked = 0

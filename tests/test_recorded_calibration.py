@@ -75,7 +75,7 @@ def test_the_step_is_off_when_params_say_so(tmp_path):
 
 def test_an_empty_calibrate_section_runs_the_step_with_the_schemas_defaults(tmp_path):
     """``recorded.calibrate: {}`` is the section with every default (only null turns the step off)."""
-    from rubriclab._params_schema import RecordedCalibrate
+    from rubriclab.settings import RecordedCalibrate
 
     params = _params()
     params["recorded"]["calibrate"] = {}

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rubriclab._params_schema import RECORDED_FORMATS
 from rubriclab.errors import ConfigError
 from rubriclab.recorded import FORMATS, format_names, formats, get_format, read_source, register_format
 from rubriclab.recorded._registry import _FORMATS, check_keys
+from rubriclab.settings import RECORDED_FORMATS
 
 
 def test_every_module_of_the_formats_folder_registers_its_reader() -> None:

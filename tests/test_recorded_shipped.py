@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rubriclab._params_schema import RecordedSource
 from rubriclab.errors import ConfigError
 from rubriclab.recorded import SHIPPED_FORMATS, read_source, shipped_path
+from rubriclab.settings import RecordedSource
 
 ROOT = Path(__file__).resolve().parents[1]
 

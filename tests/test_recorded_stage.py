@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from rubriclab import _params_schema as schema
+from rubriclab import settings as schema
 from rubriclab.config import load_params
 from rubriclab.errors import ConfigError
 from rubriclab.recorded import FORMATS, format_names

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from rubriclab._params_schema import Params
 from rubriclab.errors import ConfigError
 from rubriclab.rubrics import RULES, BudgetLimits, Criterion, RubricSet, budget_report, check_budget, within_budget
+from rubriclab.settings import Params
 
 COMPLIANT = """Judge whether the response states only facts that a careful reader could verify.
 

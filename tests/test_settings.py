@@ -1,4 +1,4 @@
-"""One source of truth for settings: each params.yaml field has its one default in rubriclab._params_schema, the
+"""One source of truth for settings: each params.yaml field has its one default in rubriclab.settings, the
 stages and packages read it from there, MLflow and `rubriclab params` show every effective value."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from rubriclab._params_schema import Audit, Discover, Gate, Params, Premise
 from rubriclab.errors import ConfigError
+from rubriclab.settings import Audit, Discover, Gate, Params, Premise
 
 SRC = Path(__file__).resolve().parents[1] / "src/rubriclab"
 
@@ -32,10 +32,10 @@ def test_an_empty_params_file_gets_every_default_and_the_defaults_satisfy_their_
 
 
 def test_the_packages_take_their_defaults_from_the_models():
-    from rubriclab._params_schema import AttackCheck, Llm, ParaphraseCheck, as_section
     from rubriclab.audit._validity import ATTACK_BOUNDS, PARAPHRASE_BOUNDS
     from rubriclab.data._splits import PREMISE_DEFAULTS
     from rubriclab.llm import DEFAULT_STORE
+    from rubriclab.settings import AttackCheck, Llm, ParaphraseCheck, as_section
     from rubriclab.stages.drift_check import GATE_DEFAULTS, gate_settings
 
     # discover() and run_audit() read their section through the schema: a mapping gets every other default there

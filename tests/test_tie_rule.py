@@ -8,7 +8,7 @@ import inspect
 import pandas as pd
 import pytest
 
-from rubriclab._params_schema import TIE_CREDIT, Params
+from rubriclab.settings import TIE_CREDIT, Params
 from rubriclab.stats import at_tie_credit, other_tie_credit, ties_common
 
 

@@ -26,8 +26,8 @@ URL_SETTINGS = [
 
 @pytest.mark.parametrize(("params", "field"), URL_SETTINGS, ids=[f for _, f in URL_SETTINGS])
 def test_a_credential_in_a_url_settings_query_is_refused_in_one_line(tmp_path, params, field):
-    from rubriclab._params_schema import Params
     from rubriclab.config import load_params
+    from rubriclab.settings import Params
 
     path = tmp_path / "params.yaml"
     path.write_text(yaml.safe_dump(params))

@@ -14,7 +14,7 @@ from rubriclab.errors import RubricLabError
 def _ad_hoc_formats() -> list[str]:
     """The recorded formats a bare path can be read with: every registered one but ``store``, which rebuilds a
     stage's requests and so needs a params.yaml source (rubriclab.recorded.formats)."""
-    from rubriclab._params_schema import RECORDED_FORMATS
+    from rubriclab.settings import RECORDED_FORMATS
 
     return [f for f in RECORDED_FORMATS if f != "store"]
 
@@ -118,8 +118,8 @@ def cmd_calibrate_import(args: argparse.Namespace) -> int:
 
 def cmd_calibrate_verdicts(args: argparse.Namespace) -> int:
     from rubriclab import atomic
-    from rubriclab._params_schema import Params
     from rubriclab.calibrate import calibrate, load_recorded, verdict_table
+    from rubriclab.settings import Params
 
     # a shipped set or a path with its format needs no project; a named source is read from params.yaml
     params, project = ({}, Path.cwd()) if args.source.startswith("shipped:") or args.format else _load(args)
@@ -326,7 +326,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_params(args: argparse.Namespace) -> int:
     import yaml
 
-    from rubriclab._params_schema import STAGE_SECTIONS
+    from rubriclab.settings import STAGE_SECTIONS
 
     if args.stage and args.stage not in STAGE_SECTIONS:
         print(f"rubriclab params: error: unknown stage {args.stage!r}; expected one of "

@@ -10,7 +10,7 @@ import yaml
 from rubriclab.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
-    from rubriclab._params_schema import Params
+    from rubriclab.settings import Params
 
 
 def find_project_dir(start: Path | None = None) -> Path:
@@ -25,7 +25,7 @@ def find_project_dir(start: Path | None = None) -> Path:
 def load_params(path: str | Path | None = None, overrides: list[str] | None = None) -> Params:
     """Read params.yaml, apply ``a.b.c=value`` overrides (values parsed as YAML) and return the typed settings.
 
-    Validation (``rubriclab._params_schema.Params``) checks types, ranges, allowed values and unknown keys and
+    Validation (``rubriclab.settings.Params``) checks types, ranges, allowed values and unknown keys and
     fills in every default; a problem is a one-line ConfigError naming the file, the key and the ``--set`` it came
     from. A literal credential is refused too (``refuse_literal_credentials``). ``.given()`` is what the file
     said."""
@@ -42,8 +42,8 @@ def load_params(path: str | Path | None = None, overrides: list[str] | None = No
         raise InputError("top level is not a mapping", file=str(path), expected="a YAML mapping of sections")
     for item in overrides or []:
         set_dotted(params, item)
-    from rubriclab._params_schema import validate_params
     from rubriclab.paths import display_path
+    from rubriclab.settings import validate_params
 
     typed = validate_params(params, display_path(path), list(overrides or []))
     refuse_literal_credentials(params, display_path(path))

@@ -87,7 +87,7 @@ def print_engine() -> bool:
 
 def run_doctor(params: dict[str, Any], project_dir: Path, check_embedded: bool = True) -> int:
     """Print the report; 0 when every role can be called, 1 otherwise."""
-    from rubriclab._params_schema import given
+    from rubriclab.settings import given
 
     params = given(params)
     roles = roles_from_params(params)

@@ -3,7 +3,6 @@ second (e.g. drifted) rubric, train DPO policies with TRL on each label set in t
 target-only, benchmark+target), and compare the policies by best-of-n sampling on held-out prompts, scored by a
 reward model and a third-party pairwise judge."""
 
-from rubriclab._params_schema import ALIGN_REGIMES
 from rubriclab.align._evaluate import (
     REGIME_LABELS,
     TIE_CREDIT,
@@ -32,6 +31,7 @@ from rubriclab.align._policy import (
 )
 from rubriclab.align._train import DPOSettings, dpo_dataset, preference_margins, sequence_logprobs, train_dpo
 from rubriclab.llm import register_prompt
+from rubriclab.settings import ALIGN_REGIMES
 
 register_prompt("align_reward", {"prompt", "response"})
 

@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rubriclab._params_schema import Data, Dpo, Params
 from rubriclab.align._policy import (
     chat_prompt,
     inference_precision,
@@ -33,12 +32,13 @@ from rubriclab.align._reference import shared_reference_trainer
 from rubriclab.atomic import write_json, write_text
 from rubriclab.errors import InputError
 from rubriclab.paths import display_path
+from rubriclab.settings import Data, Dpo, Params
 
 
 @dataclass(frozen=True)
 class DPOSettings:
     """One training's settings: ``align.dpo`` (every default, range and the paper's value (seed 003 Table 5) in
-    rubriclab._params_schema.Dpo), the data seed, and extra DPOConfig keywords."""
+    rubriclab.settings.Dpo), the data seed, and extra DPOConfig keywords."""
 
     dpo: Dpo = field(default_factory=Dpo)
     seed: int = Data().seed

@@ -40,7 +40,6 @@ import numpy as np
 import pandas as pd
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from rubriclab._params_schema import AUDIT_TEMPLATES
 from rubriclab.audit._context import AuditContext, from_bootstrap, metric
 from rubriclab.data import Pair, present, present_both_orders
 from rubriclab.errors import InputError
@@ -48,6 +47,7 @@ from rubriclab.judging import PairwiseRubric, load_judge_prompt, pairwise_reques
 from rubriclab.llm import CallRequest, CallResult, RoleSpec, answer_format, json_parser, load_prompt
 from rubriclab.llm._schema_bounds import bounded_integer
 from rubriclab.rubrics import RubricSet
+from rubriclab.settings import AUDIT_TEMPLATES
 from rubriclab.stats import (
     adjust_family,
     at_tie_credit,

@@ -10,12 +10,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubriclab._params_schema import ALPHA_ORIENTATIONS, Audit, Data, Llm, check_places
 from rubriclab.errors import ConfigError
 from rubriclab.llm import CallResult, Gateway, RoleSpec
+from rubriclab.settings import ALPHA_ORIENTATIONS, Audit, Data, Llm, check_places
 
 ORIENTATIONS = ALPHA_ORIENTATIONS
-_A = Audit()  # audit.*'s defaults (rubriclab._params_schema.Audit, docs there)
+_A = Audit()  # audit.*'s defaults (rubriclab.settings.Audit, docs there)
 
 
 @dataclass
@@ -93,7 +93,7 @@ class AuditContext:
     tally: Tally = field(default_factory=Tally)
     extra: dict[str, Any] = field(default_factory=dict)
 
-    def __post_init__(self) -> None:  # the audit section's ranges and allowed values (rubriclab._params_schema)
+    def __post_init__(self) -> None:  # the audit section's ranges and allowed values (rubriclab.settings)
         check_places(self, {k: k for k in ("n_boot", "confidence", "tie_credit", "alpha_orientation")}, "audit")
 
     @property

@@ -7,7 +7,6 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from rubriclab._params_schema import AUDIT_AXES, Audit, as_section
 from rubriclab.audit._compare import adversarial_item_values, paired_item_comparisons
 from rubriclab.audit._context import AuditContext
 from rubriclab.audit._fit import audit_applicability, audit_score_structure
@@ -17,6 +16,7 @@ from rubriclab.audit._validity import ATTACK_BOUNDS, PARAPHRASE_BOUNDS, bounds_o
 from rubriclab.data import Pair
 from rubriclab.errors import ConfigError
 from rubriclab.rubrics import RubricSet
+from rubriclab.settings import AUDIT_AXES, Audit, as_section
 
 AXES = AUDIT_AXES
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from rubriclab._params_schema import AttackCheck, ParaphraseCheck
 from rubriclab.errors import ConfigError
 from rubriclab.llm import embed_texts
+from rubriclab.settings import AttackCheck, ParaphraseCheck
 
-# audit.paraphrase_check / audit.attack_check: their one definition (and docs) in rubriclab._params_schema
+# audit.paraphrase_check / audit.attack_check: their one definition (and docs) in rubriclab.settings
 PARAPHRASE_BOUNDS: dict[str, float] = ParaphraseCheck().model_dump()
 ATTACK_BOUNDS: dict[str, float] = AttackCheck().model_dump()
 

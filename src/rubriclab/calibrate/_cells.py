@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rubriclab._params_schema import Recorded, RecordedCalibrate
 from rubriclab.calibrate._calibrate import calibrate
 from rubriclab.calibrate._coverage import level_text, simulated_coverage
 from rubriclab.calibrate._table import verdict_table
 from rubriclab.errors import RubricLabError
+from rubriclab.settings import Recorded, RecordedCalibrate
 
 METHODS = ("labels_only", "judge_only", "ppi", "isotonic")
 COVERAGE_RULE = ("each interval's coverage of the all-labels value over coverage_draws seeded label draws of the same "
@@ -22,7 +22,7 @@ COVERAGE_RULE = ("each interval's coverage of the all-labels value over coverage
                  "/ draws), else the coverage is")
 
 
-_C = RecordedCalibrate()  # recorded.calibrate's defaults (rubriclab._params_schema, docs there)
+_C = RecordedCalibrate()  # recorded.calibrate's defaults (rubriclab.settings, docs there)
 
 
 @dataclass(frozen=True)

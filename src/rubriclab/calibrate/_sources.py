@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rubriclab._params_schema import Data
 from rubriclab.errors import ConfigError
+from rubriclab.settings import Data
 
 
 def load_recorded(source: str, project: Path, fmt: str | None = None, *, sources: Mapping[str, Any] | None = None,

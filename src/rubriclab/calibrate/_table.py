@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from rubriclab._params_schema import NONE_POLICIES, ORDER_CHOICES
 from rubriclab.errors import ConfigError, InputError
+from rubriclab.settings import NONE_POLICIES, ORDER_CHOICES
 
 TARGET = "preference rate of response 1 (human), ties half = win rate of the system that wrote response 1"
 COLUMNS = ("pair_id", "verdict", "human")

@@ -7,8 +7,8 @@ import re
 from collections import Counter
 from collections.abc import Iterable
 
-from rubriclab._params_schema import MaxChars
 from rubriclab.data._schema import Pair
+from rubriclab.settings import MaxChars
 
 # Reasons clean_pairs itself uses; parsers add source-specific ones (tie, both_bad, ...).
 DROP_REASONS = (
@@ -24,7 +24,7 @@ DROP_REASONS = (
 
 # Per-field size limits in characters (``data.max_chars``): a pair past one is dropped, counted, before any model
 # sees it — one 5 MB response would otherwise go whole into every judge prompt of every stage. ~8k tokens each.
-DEFAULT_MAX_CHARS = MaxChars().model_dump()  # rubriclab._params_schema: the one definition
+DEFAULT_MAX_CHARS = MaxChars().model_dump()  # rubriclab.settings: the one definition
 
 # U+FFFD means a decoder already gave up on the bytes; lone surrogates cannot be encoded at all.
 _BAD_TEXT = re.compile("[\ufffd\ud800-\udfff]")

@@ -8,11 +8,11 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from rubriclab._params_schema import Data, Premise, RipdSetting, as_section
 from rubriclab.data._io import write_splits
 from rubriclab.data._loaders import LoadResult, load_source_detailed
 from rubriclab.data._schema import Pair
 from rubriclab.errors import ConfigError
+from rubriclab.settings import Data, Premise, RipdSetting, as_section
 
 log = logging.getLogger(__name__)
 
@@ -23,7 +23,7 @@ OPTIONAL_SPLITS = {"dev": 0}
 RIPD_SPLITS = ("train", "val", "test")
 # PReMISE paper sizes. The paper names a development split for refinement but not its size: it is 0 unless
 # set (data.premise.dev), so params written before it existed keep their splits; `repair` asks for it.
-PREMISE_DEFAULTS = Premise().model_dump(exclude={"sources"})  # rubriclab._params_schema: the one definition
+PREMISE_DEFAULTS = Premise().model_dump(exclude={"sources"})  # rubriclab.settings: the one definition
 
 
 def allocate(available: int, sizes: dict[str, int]) -> dict[str, int]:

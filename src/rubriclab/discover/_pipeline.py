@@ -11,7 +11,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from rubriclab._params_schema import Discover, as_section
 from rubriclab.data import Pair
 from rubriclab.discover._consolidate import Node, consolidate, nodes_from_candidates
 from rubriclab.discover._extract import extract_candidates
@@ -23,6 +22,7 @@ from rubriclab.errors import InvariantError
 from rubriclab.llm import Gateway, RoleSpec, embed_texts
 from rubriclab.llm._store import CallStore
 from rubriclab.rubrics import Criterion, RubricSet
+from rubriclab.settings import Discover, as_section
 
 
 @dataclass
@@ -48,7 +48,7 @@ def discover(pairs: list[Pair], cfg: Discover | Mapping[str, Any] | None, *, gat
              consolidator: RoleSpec, embedder: RoleSpec, judge: RoleSpec, dataset: str, seed: int = 42,
              templates_dir: str | None = None, progress: bool = True) -> DiscoveryResult:
     """Run PReMISE discovery on ``pairs`` (the extraction split) with settings ``cfg``: params.yaml's ``discover``
-    section (typed, or a mapping read as that section: every default from rubriclab._params_schema.Discover)."""
+    section (typed, or a mapping read as that section: every default from rubriclab.settings.Discover)."""
     c = as_section("discover", cfg).model_dump()
     pairs = pairs[: c["max_pairs"]]
     candidates, extract_report = extract_candidates(pairs, gateway, extractor, seed=seed,

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from rubriclab._params_schema import PREF_RANK_MODES
 from rubriclab.data import Pair
 from rubriclab.errors import ConfigError
 from rubriclab.llm import CallRequest, Gateway, RoleSpec, distinct_draws, load_prompt, score_parser, yes_no_gap
 from rubriclab.rubrics import Criterion
+from rubriclab.settings import PREF_RANK_MODES
 
 MODES = PREF_RANK_MODES
 

@@ -13,13 +13,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rubriclab._params_schema import DRIFT_METHODS, Data, Drift, Params, as_section
 from rubriclab.data import Pair, stable_hash
 from rubriclab.drift._refine import check_candidate
 from rubriclab.errors import InputError
 from rubriclab.judging import PairwiseRubric, agreement, judge_pairs
 from rubriclab.llm import CallRequest, Gateway, RoleSpec
 from rubriclab.rubrics import JudgeTemplate
+from rubriclab.settings import DRIFT_METHODS, Data, Drift, Params, as_section
 
 SPLITS = ("train", "val", "test")
 DOMAINS = ("bench", "target")
@@ -28,7 +28,7 @@ METHODS = DRIFT_METHODS
 
 @dataclass(frozen=True)
 class DriftSettings:
-    """One run's settings: the ``drift`` section (every default, range and doc in rubriclab._params_schema.Drift)
+    """One run's settings: the ``drift`` section (every default, range and doc in rubriclab.settings.Drift)
     and the data seed (``data.seed``)."""
 
     drift: Drift = field(default_factory=Drift)

@@ -8,7 +8,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rubriclab._params_schema import Llm, Params, section_of
 from rubriclab.llm._answers import KINDS, answer_format, parse_exploit, parse_verdict_line, register_answer_kind
 from rubriclab.llm._parsers import (
     extract_json,
@@ -41,6 +40,7 @@ from rubriclab.llm._templates import (
     warn_undelimited,
 )
 from rubriclab.llm._weights import locate_model_file
+from rubriclab.settings import Llm, Params, section_of
 
 # Names from the modules that import litellm (3-6 s of a process's start here: litellm and the openai SDK's types), loaded
 # on first use, so what reads the call store, templates or parsers (the report and recorded-verdicts stages,
@@ -79,7 +79,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_LAZY))
 
 
-DEFAULT_STORE = Llm().store  # rubriclab._params_schema.Llm: its one definition
+DEFAULT_STORE = Llm().store  # rubriclab.settings.Llm: its one definition
 
 
 def store_location(llm: Llm | Params | Mapping[str, Any], project_dir: Path) -> str:

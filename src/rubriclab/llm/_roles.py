@@ -8,7 +8,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from rubriclab._params_schema import Llm, Params, RoleDefaults, RoleFields, Roles, section_of
 from rubriclab.errors import ConfigError
 from rubriclab.secrets import (
     ENV_REF,
@@ -22,16 +21,17 @@ from rubriclab.secrets import (
     split_extra,
     unstored_names,
 )
+from rubriclab.settings import Llm, Params, RoleDefaults, RoleFields, Roles, section_of
 
 # evaluator: an independent LLM evaluator — the drift stealth check (refined vs seed rubric quality).
 # align: policy (a Hugging Face model trained by DPO, loaded by transformers in rubriclab.align, never through
 # litellm: local/smollm2-135m, hf/<org>/<name> or a checkpoint folder), reward (hf/<id>: a sequence-classification
 # reward model; any other model: a pointwise 1-10 judge through the gateway), pairwise_judge (the third party).
-ROLES = tuple(Roles.model_fields)  # rubriclab._params_schema.Roles: the one list
+ROLES = tuple(Roles.model_fields)  # rubriclab.settings.Roles: the one list
 # roles whose model transformers loads in-process (not a litellm chat model)
 HF_ROLES = ("policy",)
 _FIELDS = set(RoleFields.model_fields)
-_D = RoleDefaults()  # llm.defaults' defaults (rubriclab._params_schema.RoleDefaults, docs there)
+_D = RoleDefaults()  # llm.defaults' defaults (rubriclab.settings.RoleDefaults, docs there)
 
 
 @dataclass(frozen=True)

@@ -39,8 +39,6 @@ from sklearn.naive_bayes import MultinomialNB
 from sklearn.pipeline import Pipeline
 from sklearn.utils.class_weight import compute_sample_weight
 
-from rubriclab._params_schema import PROBE_MODELS as SCHEMA_PROBE_MODELS
-from rubriclab._params_schema import Probe
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.probe._metrics import (
     COUNT_METRICS,
@@ -51,6 +49,8 @@ from rubriclab.probe._metrics import (
     metrics_table,
     paired_metric_difference,
 )
+from rubriclab.settings import PROBE_MODELS as SCHEMA_PROBE_MODELS
+from rubriclab.settings import Probe
 
 PROBE_MODELS = SCHEMA_PROBE_MODELS
 REQUIRED_COLUMNS = ("item_id", "record_id", "criterion", "label")

@@ -36,11 +36,11 @@ from typing import Any
 
 import pandas as pd
 
-from rubriclab._params_schema import ITEM_FORMATS as SCHEMA_ITEM_FORMATS
 from rubriclab.data._io import _jsonl_rows
 from rubriclab.data._parsers import render_messages
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.paths import display_path
+from rubriclab.settings import ITEM_FORMATS as SCHEMA_ITEM_FORMATS
 
 RUBRIC_ITEM_COLUMNS = [
     "item_id",

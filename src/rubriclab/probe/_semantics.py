@@ -26,7 +26,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from rubriclab import atomic  # noqa: E402
-from rubriclab._params_schema import PROBE_PROJECTIONS  # noqa: E402
+from rubriclab.settings import PROBE_PROJECTIONS  # noqa: E402
 
 DEFAULT_CUES: tuple[str, ...] = ("must", "should", "not", "avoid", "recommend", "mention", "explain", "ask",
                                  "refer", "includes", "states", "fails")

@@ -46,7 +46,6 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from rubriclab._params_schema import Recorded, RecordedSource, as_section, check_places
 from rubriclab.errors import ConfigError
 from rubriclab.recorded._agreement import (
     alpha_from_parts,
@@ -65,6 +64,7 @@ from rubriclab.recorded._disagreements import confusion_counts, disagreements
 from rubriclab.recorded._leaderboard import judge_vs_judge, leaderboard
 from rubriclab.recorded._records import CHOICES, ORDERS, VERDICTS, RecordedSet
 from rubriclab.recorded._rows import NONE, PairValues, Rows, codes_and_values, codes_of, shared_codes
+from rubriclab.settings import Recorded, RecordedSource, as_section, check_places
 from rubriclab.stats import (
     TIE_CREDIT,
     adjust_family,
@@ -84,7 +84,7 @@ MIN_MAJORITY_JUDGES = 3
 
 
 _RESAMPLING: ContextVar[Resampling | None] = ContextVar("recorded_resampling", default=None)  # analyze's bootstrap
-_R = Recorded()  # recorded.*'s defaults (rubriclab._params_schema.Recorded, docs there)
+_R = Recorded()  # recorded.*'s defaults (rubriclab.settings.Recorded, docs there)
 # Settings fields under the same name in recorded, which holds their ranges (contrasts, a mapping there: _contrast)
 _CHECKED = ("confidence", "n_boot", "seed", "alpha", "power", "tie_credit", "length_delta", "min_list_items", "baseline",
             "contrast_judges")

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rubriclab._params_schema import RECORDED_FORMATS
 from rubriclab.errors import InputError
+from rubriclab.settings import RECORDED_FORMATS
 
 VERDICTS = ("first", "second", "tie", "none")
 ORDERS = ("original", "swapped")

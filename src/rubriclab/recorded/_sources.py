@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from rubriclab._params_schema import Data, Llm, Params, RecordedSource, as_section
 from rubriclab.errors import ConfigError
 from rubriclab.paths import display_path
 from rubriclab.recorded._records import RecordedSet
 from rubriclab.recorded._registry import SourceContext, check_keys, get_format
 from rubriclab.recorded._shipped import resolve_path
 from rubriclab.recorded.formats.mlflow import tracking_location
+from rubriclab.settings import Data, Llm, Params, RecordedSource, as_section
 
 __all__ = ["read_source", "tracking_location"]
 

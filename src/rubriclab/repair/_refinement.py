@@ -16,7 +16,6 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from rubriclab._params_schema import INF_WORDS, Audit, Repair, as_section
 from rubriclab.audit import AuditContext, audit_adversarial, audit_reliability
 from rubriclab.data import Pair
 from rubriclab.errors import ConfigError
@@ -27,6 +26,7 @@ from rubriclab.repair._operators import operator_subsets
 from rubriclab.repair._packets import failure_packets, plan_subsets
 from rubriclab.repair._refine import propose
 from rubriclab.rubrics import RubricSet
+from rubriclab.settings import INF_WORDS, Audit, Repair, as_section
 
 
 def parse_delta(value: Any) -> float:
@@ -50,7 +50,7 @@ def delta_label(d: float) -> str:
 class RepairSettings:
     """One refinement's settings: the ``repair`` section, and the ``audit`` section whose pool settings (runs, run
     temperature, attacks, τ, baseline reference, attack check) the failure packets use, so that they reuse the
-    audit stage's calls. Defaults, ranges and docs: rubriclab._params_schema.Repair and Audit."""
+    audit stage's calls. Defaults, ranges and docs: rubriclab.settings.Repair and Audit."""
 
     repair: Repair = field(default_factory=Repair)
     audit: Audit = field(default_factory=Audit)

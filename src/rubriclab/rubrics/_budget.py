@@ -27,8 +27,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from rubriclab._params_schema import Budget
 from rubriclab.rubrics._records import Criterion, RubricSet
+from rubriclab.settings import Budget
 
 RULES = (
     "total_words",
@@ -43,7 +43,7 @@ RULES = (
 )
 
 
-# The limits are ``repair.budget``: its fields, defaults (the paper's) and ranges are rubriclab._params_schema.Budget,
+# The limits are ``repair.budget``: its fields, defaults (the paper's) and ranges are rubriclab.settings.Budget,
 # read here as they are (``Params.of(params).repair.budget``, or ``BudgetLimits(max_words=100)`` in code).
 BudgetLimits = Budget
 

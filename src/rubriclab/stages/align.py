@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab._params_schema import AlignRubrics, Params
 from rubriclab.align import (
     REGIME_LABELS,
     REGIMES,
@@ -55,6 +54,7 @@ from rubriclab.errors import ConfigError
 from rubriclab.judging import load_pairwise_rubric
 from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
 from rubriclab.paths import display_path
+from rubriclab.settings import AlignRubrics, Params
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json

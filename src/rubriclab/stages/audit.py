@@ -12,7 +12,6 @@ from typing import Any
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab._params_schema import Audit, Params
 from rubriclab.audit import (
     LEGEND,
     AuditContext,
@@ -32,6 +31,7 @@ from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.llm import check_calls, gateway_from_params
 from rubriclab.rubrics import RubricSet, load_rubric_file
+from rubriclab.settings import Audit, Params
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 

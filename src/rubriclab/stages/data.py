@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab import atomic
-from rubriclab._params_schema import Params, given
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import build_splits
 from rubriclab.errors import ConfigError
+from rubriclab.settings import Params, given
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 

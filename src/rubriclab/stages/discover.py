@@ -22,13 +22,13 @@ from typing import Any
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab._params_schema import Params
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.discover import REASONS, discover, task_derived_rubric
 from rubriclab.errors import ConfigError
 from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
 from rubriclab.rubrics import load_rubric_file, save_rubric_set
+from rubriclab.settings import Params
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 

@@ -16,7 +16,6 @@ import optuna
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab._params_schema import DriftGrid, DriftLimits, Params
 from rubriclab.audit import to_markdown
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
@@ -39,6 +38,7 @@ from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_pa
 from rubriclab.repair import grid_results, run_grid, study_storage
 from rubriclab.reporting import files_line
 from rubriclab.rubrics import JudgeTemplate, write_ripd
+from rubriclab.settings import DriftGrid, DriftLimits, Params
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json

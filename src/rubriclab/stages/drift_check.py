@@ -14,7 +14,6 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from rubriclab._params_schema import Data, Gate, Params, as_section
 from rubriclab.data import (
     FORMATS,
     Pair,
@@ -29,10 +28,11 @@ from rubriclab.drift import DriftCheck, drift_check, prompt_clusters, write_gate
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.judging import PairwiseRubric, load_pairwise_rubric
 from rubriclab.llm import check_calls, gateway_from_params, panel, prepare_roles, roles_from_params
+from rubriclab.settings import Data, Gate, Params, as_section
 from rubriclab.stages.audit import EMBEDDED_NOTE
 from rubriclab.tracking import stage_run
 
-GATE_DEFAULTS: dict[str, Any] = Gate().model_dump()  # rubriclab._params_schema.Gate: their one definition
+GATE_DEFAULTS: dict[str, Any] = Gate().model_dump()  # rubriclab.settings.Gate: their one definition
 PAIR_COLUMNS = {"id", "domain", "prompt", "chosen", "rejected"}
 GROUPINGS = ("auto", "domain", "cluster")
 

@@ -15,7 +15,6 @@ from typing import Any
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab._params_schema import Counterfactual, Data, Params, Probe, ProbeDataset
 from rubriclab.audit import to_markdown
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
@@ -37,6 +36,7 @@ from rubriclab.probe import (
     write_semantic_report,
 )
 from rubriclab.rubrics import load_rubric_file
+from rubriclab.settings import Counterfactual, Data, Params, Probe, ProbeDataset
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json

@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab import atomic
-from rubriclab._params_schema import Gate, Params, RecordedCalibrate, RecordedSource
 from rubriclab.calibrate import CellSettings, calibrate_cells
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.errors import ConfigError
@@ -49,6 +48,7 @@ from rubriclab.recorded import (
     write_card,
 )
 from rubriclab.report import DEFAULT_UI
+from rubriclab.settings import Gate, Params, RecordedCalibrate, RecordedSource
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
 

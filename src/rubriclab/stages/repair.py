@@ -16,7 +16,6 @@ import optuna
 import pandas as pd
 
 from rubriclab import atomic
-from rubriclab._params_schema import Params, RepairSweep
 from rubriclab.audit import context_from_params, interval_label, to_markdown
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
@@ -38,6 +37,7 @@ from rubriclab.repair import (
     study_storage,
 )
 from rubriclab.rubrics import RubricSet, load_rubric_file, save_rubric_set
+from rubriclab.settings import Params, RepairSweep
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json

@@ -12,11 +12,11 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from rubriclab._params_schema import Llm, Params
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.llm import open_store, store_location
 from rubriclab.paths import display_path
 from rubriclab.report import DEFAULT_UI, build_report
+from rubriclab.settings import Llm, Params
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import git_commit, stage_run, tracking_uri
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from rubriclab._params_schema import TIE_CREDIT, TIES_COMMON
 from rubriclab.errors import InputError
+from rubriclab.settings import TIE_CREDIT, TIES_COMMON
 from rubriclab.stats._checks import as_object_1d, missing_mask, same_length
 
 
