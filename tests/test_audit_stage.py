@@ -322,7 +322,7 @@ def test_markdown_cells_escape_pipes_and_show_missing_as_dash():
 
 
 def test_the_embedded_model_warning_names_its_roles():
-    from rubriclab.stages.audit import embedded_note
+    from rubriclab.llm import embedded_note
 
     assert embedded_note([]) is None
     both = embedded_note(["judge[0]", "judge[1]", "attacker"])

@@ -52,11 +52,10 @@ from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.judging import load_pairwise_rubric
-from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
+from rubriclab.llm import check_calls, embedded_note, gateway_from_params, panel, roles_from_params
 from rubriclab.paths import display_path
 from rubriclab.settings import AlignRubrics, Params
 from rubriclab.stages import exit_stage, run_stage
-from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
 
 RUBRICS = ("seed", "biased")

@@ -29,25 +29,11 @@ from rubriclab.audit import (
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
-from rubriclab.llm import check_calls, gateway_from_params
+from rubriclab.llm import check_calls, embedded_note, gateway_from_params
 from rubriclab.rubrics import RubricSet, load_rubric_file
 from rubriclab.settings import Audit, Params
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
-
-EMBEDDED_NOTE = ("Numbers below come from the embedded SmolLM2-135M model, which is at chance as a pairwise judge: "
-                 "they show the pipeline runs end to end and are NOT findings. Set real models in params.yaml "
-                 "(llm.roles) for a real audit.")
-
-
-def embedded_note(roles: list[str]) -> str | None:
-    """The card's warning, naming the roles that run on the embedded chat model (None: no such role)."""
-    if not roles:
-        return None
-    if any(r.startswith("judge") for r in roles):
-        return f"{EMBEDDED_NOTE} Roles on the embedded model: {', '.join(roles)}."
-    return (f"Roles {', '.join(roles)} run on the embedded SmolLM2-135M model: the numbers they feed (paraphrase ρ for "
-            "the paraphraser, VFR for the attacker/verifier) show plumbing, not findings.")
 
 
 def _split(project: Path, dataset: str, name: str, limit: int | None) -> list:

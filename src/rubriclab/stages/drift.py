@@ -34,13 +34,12 @@ from rubriclab.drift import (
 from rubriclab.drift._outputs import LABELS, comparison_figure, comparison_markdown, method_rows, transfer_markdown
 from rubriclab.errors import ConfigError
 from rubriclab.judging import PairwiseRubric, load_pairwise_rubric
-from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
+from rubriclab.llm import check_calls, embedded_note, gateway_from_params, panel, roles_from_params
 from rubriclab.repair import grid_results, run_grid, study_storage
 from rubriclab.reporting import files_line
 from rubriclab.rubrics import JudgeTemplate, write_ripd
 from rubriclab.settings import DriftGrid, DriftLimits, Params
 from rubriclab.stages import exit_stage, run_stage
-from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
 
 KNOBS = ("eps_train", "population", "rounds")

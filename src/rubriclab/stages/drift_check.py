@@ -27,9 +27,8 @@ from rubriclab.data import (
 from rubriclab.drift import DriftCheck, drift_check, prompt_clusters, write_gate_report
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.judging import PairwiseRubric, load_pairwise_rubric
-from rubriclab.llm import check_calls, gateway_from_params, panel, prepare_roles, roles_from_params
+from rubriclab.llm import EMBEDDED_NOTE, check_calls, gateway_from_params, panel, prepare_roles, roles_from_params
 from rubriclab.settings import Data, Gate, Params, as_section
-from rubriclab.stages.audit import EMBEDDED_NOTE
 from rubriclab.tracking import stage_run
 
 GATE_DEFAULTS: dict[str, Any] = Gate().model_dump()  # rubriclab.settings.Gate: their one definition

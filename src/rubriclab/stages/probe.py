@@ -19,7 +19,7 @@ from rubriclab.audit import to_markdown
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
-from rubriclab.llm import check_calls, embed_texts, gateway_from_params, panel, roles_from_params
+from rubriclab.llm import check_calls, embed_texts, embedded_note, gateway_from_params, panel, roles_from_params
 from rubriclab.paths import display_path
 from rubriclab.probe import (
     PROBE_MODELS,
@@ -38,7 +38,6 @@ from rubriclab.probe import (
 from rubriclab.rubrics import load_rubric_file
 from rubriclab.settings import Counterfactual, Data, Params, Probe, ProbeDataset
 from rubriclab.stages import exit_stage, run_stage
-from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
 
 METRICS = ("balanced_accuracy", "accuracy", "precision", "recall", "f1", "roc_auc")

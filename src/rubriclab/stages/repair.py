@@ -20,7 +20,7 @@ from rubriclab.audit import context_from_params, interval_label, to_markdown
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
-from rubriclab.llm import check_calls, gateway_from_params, panel, roles_from_params
+from rubriclab.llm import check_calls, embedded_note, gateway_from_params, panel, roles_from_params
 from rubriclab.repair import (
     RepairSettings,
     candidates_table,
@@ -39,7 +39,6 @@ from rubriclab.repair import (
 from rubriclab.rubrics import RubricSet, load_rubric_file, save_rubric_set
 from rubriclab.settings import Params, RepairSweep
 from rubriclab.stages import exit_stage, run_stage
-from rubriclab.stages.audit import embedded_note
 from rubriclab.tracking import stage_run, write_metrics_json
 
 NAMED = {"constrained": 0.0, "unconstrained": math.inf}
