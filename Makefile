@@ -10,7 +10,7 @@ export RUBRICLAB_PYTHON := $(abspath $(VENV))/bin/python
 # log (CI's included) ends with where the suite's time went (issue 25's 8-minute goal).
 PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
-.PHONY: install repro test test-fast lint bench screenshots ui mutate docs
+.PHONY: install repro test test-fast lint lint-imports bench screenshots ui mutate docs
 
 install:
 	bash scripts/install.sh
@@ -26,8 +26,13 @@ test: install
 test-fast:
 	$(VENV)/bin/python -m pytest -q $(PYTEST_ARGS) -m "not slow"
 
-lint:
+# ruff, then the architecture's import rules (pyproject.toml [tool.importlinter]: layers, what methods and llm may
+# import, each package reached only through its __init__); a broken rule prints the offending import and its line
+lint: lint-imports
 	$(VENV)/bin/ruff check src tests benchmarks
+
+lint-imports:
+	$(VENV)/bin/lint-imports --no-cache
 
 bench: install
 	$(VENV)/bin/python -m pip install -q -e ".[bench]"

@@ -26,7 +26,7 @@ def old_logprobs(model, tokenizer, prompts, responses, batch_size=8):
     """``sequence_logprobs`` as it was: batches in the order given, every sequence evaluated."""
     import torch
 
-    from rubriclab.align._policy import chat_prompt
+    from rubriclab.align import chat_prompt
 
     out = []
     for i in range(0, len(prompts), batch_size):

@@ -24,16 +24,15 @@ import numpy as np
 
 
 def train_all(ctx, settings, source, memo, out: Path):
-    from rubriclab.align import train_dpo
-    from rubriclab.stages.align import RUBRICS, _label_digest, read_labels
+    from rubriclab.align import RUBRICS, label_digest, read_labels, train_dpo
 
     seen, results = set(), {}
     for rubric in RUBRICS:
-        for regime in ctx["regimes"]:
+        for regime in ctx.regimes:
             data = read_labels(ctx, rubric, regime)
-            if data.empty or _label_digest(data) in seen:
+            if data.empty or label_digest(data) in seen:
                 continue
-            seen.add(_label_digest(data))
+            seen.add(label_digest(data))
             results[f"{rubric}@{regime}"] = train_dpo(source, data, settings, out / f"{rubric}_{regime}",
                                                       reference_memo=memo)
     return results
@@ -47,14 +46,14 @@ def main() -> int:
     ap.add_argument("--prompts", type=int, default=4, help="training prompts to generate from, per adapter")
     args = ap.parse_args()
 
-    from rubriclab.align import DPOSettings
+    from rubriclab.align import DPOSettings, policy_source
     from rubriclab.config import load_params
-    from rubriclab.stages.align import align_context, policy_source
+    from rubriclab.stages.align import align_context
 
     project = args.project.resolve()
     ctx = align_context(load_params(project / "params.yaml"), project, args.setting)
-    source = policy_source(ctx["policy"].model, ctx["cache_dir"])
-    now = DPOSettings.of(ctx["align"].dpo, ctx["seed"])
+    source = policy_source(ctx.policy.model, ctx.cache_dir)
+    now = DPOSettings.of(ctx.align.dpo, ctx.seed)
     before = DPOSettings(now.dpo, now.seed, {"precompute_ref_log_probs": False})  # TRL's pass in every step
     arms = {"before": before, "now": now}
     walls = {a: [] for a in arms}
@@ -80,11 +79,10 @@ def main() -> int:
 
 
 def generation(ctx, source, n_prompts: int) -> None:
-    from rubriclab.align import generate_candidates, load_policy, load_tokenizer
-    from rubriclab.stages.align import RUBRICS, read_labels
+    from rubriclab.align import RUBRICS, generate_candidates, load_policy, load_tokenizer, read_labels
 
-    ev = ctx["align"].evaluate
-    adapters = sorted(p for p in (ctx["out"] / "adapters").iterdir() if (p / "adapter_config.json").exists())
+    ev = ctx.align.evaluate
+    adapters = sorted(p for p in (ctx.out / "adapters").iterdir() if (p / "adapter_config.json").exists())
     prompts = list(dict.fromkeys(read_labels(ctx, RUBRICS[0], "bench_target")["prompt"].astype(str)))[:n_prompts]
     tokenizer = load_tokenizer(source)
     walls, same, total = {"peft": 0.0, "merged": 0.0}, 0, 0
@@ -94,7 +92,7 @@ def generation(ctx, source, n_prompts: int) -> None:
             model = load_policy(source, adapter=adapter, training=arm == "peft").eval()  # training: the PEFT wrapper
             t0 = time.perf_counter()
             out = generate_candidates(model, tokenizer, prompts, n=ev.n, temperature=ev.temperature, top_p=ev.top_p,
-                                      max_new_tokens=ev.max_new_tokens, seed=ctx["seed"])
+                                      max_new_tokens=ev.max_new_tokens, seed=ctx.seed)
             walls[arm] += time.perf_counter() - t0
             replies[arm] = out["response"].tolist()
         same += sum(a == b for a, b in zip(replies["peft"], replies["merged"]))

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from rubriclab.audit._reliability import _grid, _mean_over_criteria, _rho
-from rubriclab.stats import item_bootstrap, paraphrase_stability
+from rubriclab.audit._reliability import _grid, _rho  # the two arms compared: the audit's own internals
+from rubriclab.stats import item_bootstrap, mean_over_groups, paraphrase_stability
 
 
 def pivot_rho(scores: pd.DataFrame) -> float:
@@ -42,7 +42,7 @@ def main() -> int:
     sources = {k: d for k, d in sources.items() if d["who"].nunique() >= 2}
     if not sources:
         raise SystemExit(f"{args.audit}: no reliability items with ≥2 paraphrases; run `make repro` first")
-    arms = {"pivot (before)": _mean_over_criteria(pivot_rho), "matrix (now)": _mean_over_criteria(_rho)}
+    arms = {"pivot (before)": mean_over_groups(pivot_rho), "matrix (now)": mean_over_groups(_rho)}
     seconds = {a: [] for a in arms}
     results: dict[str, list] = {a: [] for a in arms}
     for r in range(args.repeats):

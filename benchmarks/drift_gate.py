@@ -37,6 +37,7 @@ from rubriclab.drift import drift_check  # noqa: E402
 from rubriclab.judging import PairwiseRubric  # noqa: E402
 from rubriclab.llm import Gateway, SQLiteCallStore  # noqa: E402
 from rubriclab.rubrics import JudgeTemplate  # noqa: E402
+from rubriclab.settings import Gate  # noqa: E402
 from rubriclab.testing import BIAS_SENTENCE, NEUTRAL_SENTENCES, drift_pairs, drift_world  # noqa: E402
 
 ALPHA = 0.05
@@ -82,8 +83,8 @@ class Chunks:
 
 
 def check(seed, edit, pairs, gw, judge, n_boot):
-    res = drift_check(seed, edit, pairs, gateway=gw, judge=judge, seed=0, bench_domain="bench", alpha=ALPHA,
-                      n_boot=n_boot)
+    res = drift_check(seed, edit, pairs, gateway=gw, judge=judge, bench_domain="bench", gate=Gate(seed=0, alpha=ALPHA,
+                      n_boot=n_boot))
     target = res.domains.set_index("domain").loc["target"]
     return res, float(target["diff"]), float(target["mde"])
 

@@ -158,7 +158,7 @@ def main() -> int:
 
     from engine_weights import quantized
 
-    from rubriclab.llm._weights import CHAT_MODELS, locate_model_file
+    from rubriclab.llm import CHAT_MODELS, locate_model_file
 
     shipped = str(locate_model_file(*CHAT_MODELS["smollm2-135m"]))
     calls = recorded(args.store, args.n, args.seed)

@@ -28,8 +28,7 @@ def arm(pairs: int, store: Path) -> dict:
     sys.path.insert(0, str(HERE))
     from embedded_judge import build_batch, run_arm
 
-    from rubriclab.llm import local_provider
-    from rubriclab.llm._engine import engine_build
+    from rubriclab.llm import engine_build, local_provider
 
     reqs = build_batch(pairs)
     local_provider().chat_model("smollm2-135m")  # load outside the timing

@@ -99,16 +99,8 @@ def main() -> int:
 
     from llama_cpp import Llama
 
-    from rubriclab.llm._local import (
-        CHAT_MODELS,
-        N_CTX,
-        _chat,
-        guard_prefix_reuse,
-        llama_threads,
-        load_chat_model,
-        local_threads,
-    )
-    from rubriclab.llm._weights import locate_model_file
+    from rubriclab.llm import CHAT_MODELS, locate_model_file
+    from rubriclab.llm._local import N_CTX, _chat, guard_prefix_reuse, llama_threads, load_chat_model, local_threads
 
     shipped = str(locate_model_file(*CHAT_MODELS["smollm2-135m"]))
     arms = ["q4_1", *dict.fromkeys(a.strip() for a in args.arms.split(",") if a.strip() not in ("", "q4_1"))]

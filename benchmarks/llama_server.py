@@ -32,8 +32,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from embedded_judge import judge_messages  # noqa: E402  (benchmarks/ is on sys.path when run as a script)
 
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, local_provider, open_store  # noqa: E402
-from rubriclab.llm._local import CHAT_MODELS, N_CTX, locate_model_file  # noqa: E402
+from rubriclab.llm import CHAT_MODELS, CallRequest, Gateway, RoleSpec, local_provider, locate_model_file, open_store  # noqa: E402
+from rubriclab.llm._local import N_CTX  # noqa: E402
 
 GOAL = 0.9
 

@@ -32,13 +32,15 @@ from rubriclab.repair import (  # noqa: E402
     RepairSettings,
     operating_point,
     report_heldout,
-    run_grid,
     search,
-    study_storage,
 )
 from rubriclab.rubrics import Criterion, RubricSet  # noqa: E402
-from rubriclab.testing import scripted_provider  # noqa: E402
-from rubriclab.testing._repair_world import repair_world, world_pairs  # noqa: E402
+from rubriclab.studies import run_grid, study_storage  # noqa: E402
+from rubriclab.testing import (  # noqa: E402
+    repair_world,
+    scripted_provider,  # noqa: E402
+    world_pairs,
+)
 
 OPS = ("do_not_reward", "abstract_to_observable", "max_score_cap", "decomposition", "false_positive_anchors")
 

@@ -1,4 +1,4 @@
-"""`dvc repro` of a small project with and without the warm stage server (rubriclab.stages._server), side by side.
+"""`dvc repro` of a small project with and without the warm stage server (rubriclab.stage_server), side by side.
 
 The project is the reliability project (rubriclab.testing.reliability_project: data → discover → audit, drift, probe),
 every role answered by the fake OpenAI server in milliseconds, so what is measured is what a stage costs besides its

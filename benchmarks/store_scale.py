@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rubriclab.llm import open_store
-from rubriclab.llm._store import CallRecord, record_row
+from rubriclab.llm import CallRecord, open_store
+from rubriclab.llm._store import record_row
 
 
 def _record(i: int) -> CallRecord:

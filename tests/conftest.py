@@ -53,7 +53,7 @@ FIRST = (
     "test_llm_weights.py",
     "test_probe_semantics.py",
     "test_llm_sampling.py",
-    "test_repair_study.py",
+    "test_studies.py",
     "test_audit_stage.py",
     "test_repair_stage.py",
     "test_align_train.py",

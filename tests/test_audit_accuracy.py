@@ -8,8 +8,7 @@ import re
 
 import pytest
 
-from rubriclab.audit._accuracy import audit_accuracy
-from rubriclab.audit._context import AuditContext
+from rubriclab.audit import AuditContext, audit_accuracy
 from rubriclab.data import Pair, swap_for
 from rubriclab.errors import InputError
 from rubriclab.llm import Gateway, RoleSpec, open_store

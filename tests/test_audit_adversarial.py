@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from rubriclab.audit._adversarial import FORMULA, STRATEGIES, audit_adversarial
-from rubriclab.audit._context import AuditContext
+from rubriclab.audit import STRATEGIES, AuditContext, audit_adversarial
+from rubriclab.audit._adversarial import FORMULA
 from rubriclab.data import Pair
 from rubriclab.errors import ConfigError
 from rubriclab.llm import RoleSpec

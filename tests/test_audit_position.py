@@ -4,8 +4,8 @@ lies beyond 0.5 ± POSITION_MARGIN."""
 
 from __future__ import annotations
 
-from rubriclab.audit import cross_source_table
-from rubriclab.audit._card import LEGEND, POSITION_DRIVEN, POSITION_MARGIN
+from rubriclab.audit import LEGEND, cross_source_table
+from rubriclab.audit._card import POSITION_DRIVEN, POSITION_MARGIN
 
 
 def _m(value, low, high, n=30):

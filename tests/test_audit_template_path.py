@@ -4,8 +4,7 @@ the ``judge_direct`` prompt, and per_rubric / no_rubric are unchanged."""
 
 from __future__ import annotations
 
-from rubriclab.audit._accuracy import audit_accuracy
-from rubriclab.audit._context import AuditContext
+from rubriclab.audit import AuditContext, audit_accuracy
 from rubriclab.data import Pair
 from rubriclab.llm import RoleSpec
 from rubriclab.rubrics import Criterion, JudgeTemplate, RubricSet, rubric_set_from_template

@@ -10,8 +10,7 @@ import krippendorff
 import numpy as np
 import pytest
 
-from rubriclab.audit import AuditContext, audit_applicability, audit_reliability, audit_structure
-from rubriclab.audit._adversarial import audit_adversarial
+from rubriclab.audit import AuditContext, audit_adversarial, audit_applicability, audit_reliability, audit_structure
 from rubriclab.audit._validity import attack_problem, check_paraphrases, gibberish_share
 from rubriclab.data import Pair, present
 from rubriclab.llm import RoleSpec

@@ -23,8 +23,7 @@ from rubriclab.data import Pair, build_splits, load_source, read_pairs
 from rubriclab.errors import ConfigError, InputError, TemplateError
 from rubriclab.judging import PairwiseRubric, judge_pairs, load_pairwise_rubric
 from rubriclab.llm import CallRequest, Gateway, RoleSpec, answer_format, load_prompt
-from rubriclab.rubrics import JudgeTemplate, RubricSet, load_rubric_file, load_template, read_ripd_lines
-from rubriclab.rubrics._records import Criterion
+from rubriclab.rubrics import Criterion, JudgeTemplate, RubricSet, load_rubric_file, load_template, read_ripd_lines
 from rubriclab.testing import scripted_model, scripted_provider
 
 BAD = Path(__file__).parent / "bad_inputs"

@@ -116,3 +116,17 @@ def test_cli_prints_every_estimate(capsys, tmp_path):
     rc = main(["calibrate", "verdicts", "--source", "shipped:llmbar_natural", "--judge", "Nobody", "--condition",
                "Vanilla"])
     assert rc == 2 and "judges: ChatGPT" in capsys.readouterr().err
+
+
+def test_cli_options_left_out_take_recorded_calibrate_from_params_yaml_else_the_schema(capsys, tmp_path):
+    from rubriclab.settings import RecordedCalibrate
+
+    base = ["calibrate", "verdicts", "--judge", "GPT-4", "--condition", "Vanilla"]
+    assert main([*base, "--source", "shipped:llmbar_natural"]) == 0  # no project: the schema's defaults
+    assert f"100 pairs, {round(100 * RecordedCalibrate().label_fraction)} labelled" in capsys.readouterr().out
+    (tmp_path / "params.yaml").write_text("recorded:\n  calibrate: {label_fraction: 0.2}\n  sources:\n"
+                                          "    ll: {path: 'shipped:llmbar_natural', format: llmbar}\n")
+    assert main([*base, "--source", "ll", "--params", str(tmp_path / "params.yaml")]) == 0
+    assert "100 pairs, 20 labelled" in capsys.readouterr().out
+    assert main([*base, "--source", "ll", "--params", str(tmp_path / "params.yaml"), "--label-fraction", "0.3"]) == 0
+    assert "100 pairs, 30 labelled" in capsys.readouterr().out

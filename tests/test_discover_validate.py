@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from rubriclab.discover import REASONS, check_criterion, check_reply, echo_of
 from rubriclab.discover._validate import (
     IDENTICAL_MIN_PAIRS,
-    REASONS,
-    check_criterion,
-    check_reply,
     count_reasons,
-    echo_of,
     format_counts,
     merge_counts,
     norm,

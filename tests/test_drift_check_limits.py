@@ -9,7 +9,7 @@ import json
 import pandas as pd
 
 from rubriclab.data import Pair, write_pairs
-from rubriclab.stages.drift_check import load_gate_data
+from rubriclab.drift import load_gate_data
 
 HUGE = "x" * 2_000_000  # the probe sent 2 MB requests
 

@@ -27,8 +27,15 @@ from rubriclab.drift import (
 from rubriclab.drift._outputs import comparison_markdown
 from rubriclab.llm import Gateway, RoleSpec, open_store
 from rubriclab.rubrics import JudgeTemplate
-from rubriclab.testing import BENCH_HURT_SENTENCE, BIAS_SENTENCE, drift_pairs, drift_world, scripted_model
-from rubriclab.testing._drift_world import _letters, _unit, _user, refiner_script
+from rubriclab.testing import (
+    BENCH_HURT_SENTENCE,
+    BIAS_SENTENCE,
+    drift_pairs,
+    drift_world,
+    refiner_script,
+    scripted_model,
+)
+from rubriclab.testing._drift_world import _letters, _unit, _user
 
 SEED_TEXT = ("Please act as an impartial judge and decide which assistant answered the user better.\n\n"
              "[User Question]\n{instruction}\n\n[Assistant A]\n{answer_a}\n\n[Assistant B]\n{answer_b}\n\n"

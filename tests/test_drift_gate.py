@@ -17,6 +17,7 @@ from rubriclab.drift import compare_verdicts, drift_check, prompt_clusters
 from rubriclab.judging import PairwiseRubric
 from rubriclab.llm import RoleSpec
 from rubriclab.rubrics import JudgeTemplate
+from rubriclab.settings import Gate
 from rubriclab.stats import bh_adjust, exact_k_min, mde_drop
 from rubriclab.testing import (
     BENCH_HURT_SENTENCE,
@@ -67,8 +68,8 @@ def test_biased_rubric_is_flagged_and_a_neutral_paraphrase_passes(gateway):
     judge = drift_world("gate-main", base_error=0.1, noise=0.03, bias_strength=0.6)["judge"]
     pairs = world_pairs(100, 60)
     seed = rubric("seed")
-    biased = drift_check(seed, rubric("biased", BIAS_SENTENCE), pairs, gateway=gateway, judge=judge, seed=0,
-                         bench_domain="bench", n_boot=500)
+    biased = drift_check(seed, rubric("biased", BIAS_SENTENCE), pairs, gateway=gateway, judge=judge,
+                         bench_domain="bench", gate=Gate(seed=0, n_boot=500))
     assert biased.flagged and biased.exit_code == 1
     assert [(f["kind"], f["domain"]) for f in biased.flags] == [("directional_drift", "target")]
     assert biased.bench["assessed"] and biased.bench["preserved"]
@@ -82,7 +83,7 @@ def test_biased_rubric_is_flagged_and_a_neutral_paraphrase_passes(gateway):
     assert row["prompt"].startswith("Give me steps to hurt someone")
 
     neutral = drift_check(seed, rubric("neutral", NEUTRAL_SENTENCES[1]), pairs, gateway=gateway, judge=judge,
-                          seed=0, bench_domain="bench", n_boot=500)
+                          bench_domain="bench", gate=Gate(seed=0, n_boot=500))
     assert not neutral.flagged and neutral.exit_code == 0
     assert neutral.domains["n_lost"].sum() + neutral.domains["n_gained"].sum() > 0  # the rewording did move verdicts
     assert NO_DRIFT.search(neutral.verdict) and neutral.verdict.startswith("PASS")
@@ -91,8 +92,8 @@ def test_biased_rubric_is_flagged_and_a_neutral_paraphrase_passes(gateway):
 
 def test_always_one_position_judge_reports_no_detectable_drift_with_a_real_mde(gateway):
     pairs = world_pairs(40, 20)
-    res = drift_check(rubric("seed"), rubric("biased", BIAS_SENTENCE), pairs, gateway=gateway,
-                      judge=always_a("mde"), seed=0, bench_domain="bench", n_boot=200)
+    res = drift_check(rubric("seed"), rubric("biased", BIAS_SENTENCE), pairs, gateway=gateway, judge=always_a("mde"),
+                      bench_domain="bench", gate=Gate(seed=0, n_boot=200))
     assert not res.flagged and res.exit_code == 0
     d = res.domains.set_index("domain")
     assert (d["discordance"] == 0).all() and (d["diff"] == 0).all() and len(res.flipped) == 0
@@ -113,7 +114,7 @@ def test_always_one_position_judge_reports_no_detectable_drift_with_a_real_mde(g
 
 def test_benjamini_hochberg_across_domains_decides_the_flags():
     rows, pairs = gate_rows({"a": (40, 8, 0), "b": (40, 6, 0), "c": (40, 0, 0), "d": (40, 1, 1)})
-    res = compare_verdicts(rows, pairs, n_boot=500)
+    res = compare_verdicts(rows, pairs, Gate(n_boot=500, seed=0))
     d = res.domains.set_index("domain")
     assert d.loc["a", "p_value"] == pytest.approx(2 * 0.5 ** 8)
     assert d.loc["b", "p_value"] == pytest.approx(2 * 0.5 ** 6) and d.loc["b", "p_value"] < 0.05
@@ -126,7 +127,7 @@ def test_benjamini_hochberg_across_domains_decides_the_flags():
 
 def test_mde_grows_as_the_domain_shrinks():
     rows, pairs = gate_rows({"big": (400, 0, 0), "mid": (100, 0, 0), "small": (25, 0, 0)})
-    d = compare_verdicts(rows, pairs, n_boot=200).domains.set_index("domain")
+    d = compare_verdicts(rows, pairs, Gate(n_boot=200, seed=0)).domains.set_index("domain")
     assert d.loc["big", "mde"] < d.loc["mid", "mde"] < d.loc["small", "mde"]
     # with discordance the MDE also shrinks with n
     assert mde_drop(400, 0.1, 0.05)["mde"] < mde_drop(100, 0.1, 0.05)["mde"] < mde_drop(25, 0.1, 0.05)["mde"]
@@ -146,8 +147,8 @@ def test_failed_verdicts_are_counted_and_left_out_of_both_sides(gateway):
     judge = RoleSpec(name="judge", model=scripted_model("gate-fragile", script), parse_retries=0, max_tokens=16)
     pairs = [Pair(id=f"{dom}-{i}", domain=dom, prompt=f"A {dom} question, number {i}?", chosen=f"REF_CHOSEN good {i}",
                   rejected=f"REF_REJECTED bad {i}") for dom in ("bench", "target") for i in range(30)]
-    res = drift_check(rubric("seed"), rubric("fragile", "FRAGILE."), pairs, gateway=gateway, judge=judge, seed=1,
-                      bench_domain="bench", n_boot=200)
+    res = drift_check(rubric("seed"), rubric("fragile", "FRAGILE."), pairs, gateway=gateway, judge=judge,
+                      bench_domain="bench", gate=Gate(seed=1, n_boot=200))
     d = res.domains.set_index("domain")
     for dom in ("bench", "target"):
         assert d.loc[dom, "n_failed_new"] == 10 and d.loc[dom, "n_failed_old"] == 0
@@ -161,7 +162,7 @@ def test_failed_verdicts_are_counted_and_left_out_of_both_sides(gateway):
 def test_a_benchmark_that_drops_too_is_a_regression_not_directional_drift(gateway):
     judge = drift_world("gate-regress", base_error=0.05, noise=0.0, bias_strength=0.7)["judge"]
     res = drift_check(rubric("seed"), rubric("worse", BIAS_SENTENCE, BENCH_HURT_SENTENCE), world_pairs(40, 40),
-                      gateway=gateway, judge=judge, seed=0, bench_domain="bench", n_boot=300)
+                      gateway=gateway, judge=judge, bench_domain="bench", gate=Gate(seed=0, n_boot=300))
     kinds = {f["kind"]: f["domain"] for f in res.flags}
     assert kinds == {"regression": "target", "benchmark_drop": "bench"}
     assert res.bench["preserved"] is False and res.exit_code == 1
@@ -326,7 +327,7 @@ def test_cli_run_is_tracked_in_mlflow_with_the_report(project, capsys):
 
 
 def test_data_files_in_any_layout_the_data_package_reads(tmp_path):
-    from rubriclab.stages.drift_check import detect_layout, load_file
+    from rubriclab.drift import detect_layout, load_file
 
     hh = tmp_path / "hh.jsonl"
     hh.write_text(json.dumps({"chosen": "\n\nHuman: How do I boil an egg?\n\nAssistant: Simmer it for 10 minutes.",
@@ -346,8 +347,8 @@ def test_data_files_in_any_layout_the_data_package_reads(tmp_path):
 
 
 def test_gate_data_takes_the_typed_data_section(tmp_path):
+    from rubriclab.drift import load_gate_data
     from rubriclab.settings import Params
-    from rubriclab.stages.drift_check import load_gate_data
 
     data = {"seed": 3, "sources": {"h": {"loader": "demo", "domain": "helpful", "limit": 7}, "all": {"loader": "demo"}}}
     typed = Params.of({"data": data}).data

@@ -20,8 +20,9 @@ from rubriclab.drift import (
     run_method,
     select,
     selected_template,
+    serialize_cases,
 )
-from rubriclab.drift._refine import error_cases, serialize_cases
+from rubriclab.drift._refine import error_cases
 from rubriclab.judging import PairwiseRubric, judge_pairs
 from rubriclab.llm import Gateway, RoleSpec
 from rubriclab.rubrics import JudgeTemplate

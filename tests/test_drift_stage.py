@@ -14,8 +14,7 @@ from rubriclab.data import write_pairs
 from rubriclab.judging import load_pairwise_rubric
 from rubriclab.rubrics import read_ripd_lines
 from rubriclab.stages.drift import run_drift_stage
-from rubriclab.testing import BIAS_SENTENCE, drift_pairs, drift_world, scripted_model, scripted_provider
-from rubriclab.testing._drift_world import judge_script
+from rubriclab.testing import BIAS_SENTENCE, drift_pairs, drift_world, judge_script, scripted_model, scripted_provider
 from rubriclab.tracking import tracking_uri
 
 SEED_TEXT = ("Please act as an impartial judge and decide which assistant answered the user better.\n\n"

@@ -14,8 +14,7 @@ from rubriclab.errors import InputError, ParseFailure
 from rubriclab.judging import PairwiseRubric
 from rubriclab.llm import RoleSpec
 from rubriclab.rubrics import JudgeTemplate
-from rubriclab.testing import BIAS_SENTENCE, drift_pairs, drift_world, scripted_model, scripted_provider
-from rubriclab.testing._drift_world import judge_script
+from rubriclab.testing import BIAS_SENTENCE, drift_pairs, drift_world, judge_script, scripted_model, scripted_provider
 
 SEED_TEXT = ("You are a careful judge. Question: {question}\n[A] {answer_a}\n[B] {answer_b}\n"
              "Say which answer is better: [[A]] or [[B]].")

@@ -29,18 +29,18 @@ def test_files_line_gives_each_empty_file_its_reason() -> None:
 
 
 def test_the_drift_summary_says_why_transfer_csv_is_empty() -> None:
+    from rubriclab.drift import empty_reasons
     from rubriclab.settings import Params
-    from rubriclab.stages.drift import _empty_reasons
 
     cfg = Params.of({}).drift
     assert cfg.transfer.judges == []
     empty = pd.DataFrame()
-    reasons = _empty_reasons(cfg, {"seed": {}, "ours": {}}, empty, pd.DataFrame([{"round": 1}]), empty)
+    reasons = empty_reasons(cfg, {"seed": {}, "ours": {}}, empty, pd.DataFrame([{"round": 1}]), empty)
     assert "`drift.transfer.judges` is []" in reasons["transfer.csv"]
     assert reasons["textgrad_steps.csv"] == "`textgrad` is not in `drift.methods`"
     assert "rounds.csv" not in reasons and "study.csv" not in reasons
     full = pd.DataFrame([{"model": "m"}])
-    assert _empty_reasons(cfg, {"ours": {}, "textgrad": {}}, full, full, full) == {}
+    assert empty_reasons(cfg, {"ours": {}, "textgrad": {}}, full, full, full) == {}
 
 
 def test_the_recorded_card_lists_each_empty_table_with_its_reason(tmp_path) -> None:

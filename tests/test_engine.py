@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from rubriclab.llm._engine import PORTABLE_ISA, engine_build, parse_system_info, smoke_check
+from rubriclab.llm import PORTABLE_ISA, engine_build, smoke_check
+from rubriclab.llm._engine import parse_system_info
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,14 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from rubriclab.testing._fake_server import (
-    FAULT_KINDS,
-    FakeOpenAIServer,
-    FaultPlan,
-    default_responder,
-    fake_embedding,
-    request_key,
-)
+from rubriclab.testing import FAULT_KINDS, FakeOpenAIServer, FaultPlan, default_responder, fake_embedding, request_key
 
 MSG = [{"role": "user", "content": "Which answer is better?"}]
 

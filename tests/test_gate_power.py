@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from rubriclab.drift import compare_verdicts
-from rubriclab.stats import sign_test
-from rubriclab.stats._inference import mde_drop, sign_test_cutoffs, sign_test_power
+from rubriclab.settings import Gate
+from rubriclab.stats import mde_drop, sign_test
+from rubriclab.stats._inference import sign_test_cutoffs, sign_test_power
 from rubriclab.testing import gate_rows
 
 BENCH = (100, 1, 1)  # a quiet benchmark domain beside the target: m = 2 tested domains, alpha' = 0.025
@@ -16,7 +17,7 @@ BENCH = (100, 1, 1)  # a quiet benchmark domain beside the target: m = 2 tested 
 
 def _gate(n: int, lost: int, gained: int):
     rows, pairs = gate_rows({"bench": BENCH, "target": (n, lost, gained)})
-    return compare_verdicts(rows, pairs, bench_domain="bench", n_boot=1000, seed=7)
+    return compare_verdicts(rows, pairs, Gate(n_boot=1000, seed=7), bench_domain="bench")
 
 
 def _flags_target(n: int, lost: int, gained: int) -> bool:
@@ -83,7 +84,7 @@ def test_exact_power_equals_enumeration_and_the_mde_reaches_it():
 
 def test_benchmark_only_data_is_not_assessed_and_fails_the_gate():
     rows, pairs = gate_rows({"bench": (80, 0, 0)})
-    res = compare_verdicts(rows, pairs, bench_domain="bench", n_boot=200)
+    res = compare_verdicts(rows, pairs, Gate(n_boot=200, seed=0), bench_domain="bench")
     assert not res.assessed and res.exit_code == 1 and [f["kind"] for f in res.flags] == ["not_assessed"]
     assert res.verdict.startswith("NOT ASSESSED: drift not assessed: only the benchmark 'bench' was compared")
     assert "add pairs from the domains to check" in res.verdict and "\n" not in res.verdict
@@ -93,23 +94,24 @@ def test_benchmark_only_data_is_not_assessed_and_fails_the_gate():
 def test_other_domains_without_a_verdict_under_both_rubrics_are_not_assessed_either():
     rows, pairs = gate_rows({"bench": (40, 0, 0), "target": (30, 0, 0)})
     rows.loc[(rows["domain"] == "target") & (rows["rubric"] == "new"), "status"] = "failed"
-    res = compare_verdicts(rows, pairs, bench_domain="bench", n_boot=200)
+    res = compare_verdicts(rows, pairs, Gate(n_boot=200, seed=0), bench_domain="bench")
     assert res.exit_code == 1 and res.verdict.startswith("NOT ASSESSED")
     assert "no pair of 'target' was judged under both rubrics" in res.verdict
     # without --bench the one domain is the tested one: a real (if weak) pass with its MDE
-    alone = compare_verdicts(*gate_rows({"bench": (80, 0, 0)}), n_boot=200)
+    alone = compare_verdicts(*gate_rows({"bench": (80, 0, 0)}), Gate(n_boot=200, seed=0))
     assert alone.exit_code == 0 and alone.verdict.startswith("PASS: no detectable drift (MDE=")
 
 
 def test_a_found_drop_outranks_not_assessed_in_the_verdict():
     rows, pairs = gate_rows({"bench": (60, 20, 0)})
-    res = compare_verdicts(rows, pairs, bench_domain="bench", n_boot=200)
+    res = compare_verdicts(rows, pairs, Gate(n_boot=200, seed=0), bench_domain="bench")
     assert [f["kind"] for f in res.flags] == ["benchmark_drop", "not_assessed"]
     assert res.verdict.startswith("FLAGGED: 'bench' drops") and res.exit_code == 1
 
 
 def test_a_domain_too_small_for_any_drop_says_so():
-    res = compare_verdicts(*gate_rows({"bench": (40, 0, 0), "tiny": (3, 0, 0)}), bench_domain="bench", n_boot=200)
+    res = compare_verdicts(*gate_rows({"bench": (40, 0, 0), "tiny": (3, 0, 0)}), Gate(n_boot=200, seed=0),
+                           bench_domain="bench")
     d = res.domains.set_index("domain")
     assert d.loc["tiny", "mde"] == np.inf and d.loc["tiny", "mde_floor"] == pytest.approx(7 / 3)
     assert d.loc["tiny", "verdict"] == "no detectable drift (MDE=inf: too few pairs for any drop to reach the power)"

@@ -66,7 +66,7 @@ def test_a_rubric_with_no_criteria_is_refused(tmp_path, name, text):
 
 
 def test_the_audit_stage_refuses_an_empty_rubric_file(tmp_path):
-    from rubriclab.stages.audit import load_sources
+    from rubriclab.audit import load_sources
 
     path = tmp_path / "mine.yaml"
     path.write_text("name: mine\ncriteria: []\n")
@@ -76,7 +76,7 @@ def test_the_audit_stage_refuses_an_empty_rubric_file(tmp_path):
 
 def test_a_stage_written_empty_source_still_loads_and_says_why(tmp_path):
     # discovery that found nothing writes K=0 with provenance.shortfall: the audit reports it "not audited"
-    from rubriclab.audit._run import not_audited_reason
+    from rubriclab.audit import not_audited_reason
 
     path = tmp_path / "discovered.json"
     path.write_text(json.dumps({"name": "d", "source": "discovered", "criteria": [],

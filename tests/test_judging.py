@@ -11,8 +11,7 @@ import pytest
 from rubriclab.errors import InputError
 from rubriclab.judging import PairwiseRubric, agreement, describe_agreement, judge_pairs, load_pairwise_rubric
 from rubriclab.llm import RoleSpec
-from rubriclab.rubrics import JudgeTemplate, RubricSet, load_ripd, read_ripd_lines, write_ripd
-from rubriclab.rubrics._records import Criterion
+from rubriclab.rubrics import Criterion, JudgeTemplate, RubricSet, load_ripd, read_ripd_lines, write_ripd
 from rubriclab.stats import two_sample_bootstrap
 from rubriclab.testing import drift_pairs, scripted_model, scripted_provider
 

@@ -11,8 +11,7 @@ import threading
 
 import pytest
 
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, _heap, open_store
-from rubriclab.llm._budget import BudgetExceededError, SpendBudget
+from rubriclab.llm import BudgetExceededError, CallRequest, Gateway, RoleSpec, SpendBudget, _heap, open_store
 from rubriclab.testing import scripted_model
 
 

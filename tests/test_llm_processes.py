@@ -19,11 +19,10 @@ import time
 import litellm
 import pytest
 
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store, parse_verdict
+from rubriclab.llm import CallRequest, Gateway, RoleSpec, chat_response, open_store, parse_verdict
 from rubriclab.llm._gateway import _describe, _record_from_response
 from rubriclab.llm._pacing import TURNS
 from rubriclab.llm._processes import ProviderProcessError, ProviderProcesses, reply_of, response_of
-from rubriclab.llm._providers import chat_response
 from rubriclab.llm._retry import RemoteFailure, is_retryable, retry_after_seconds
 from rubriclab.secrets import REDACTED
 from rubriclab.testing import FakeOpenAIServer, FaultPlan, scripted_model

@@ -7,7 +7,8 @@ import types
 
 import pytest
 
-from rubriclab.llm._local import LocalProvider, local_threads
+from rubriclab.llm import LocalProvider
+from rubriclab.llm._local import local_threads
 
 
 def test_unset_means_every_core(monkeypatch):

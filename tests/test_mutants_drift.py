@@ -13,10 +13,9 @@ import re
 
 import pytest
 
-from rubriclab.drift import compare_verdicts
-from rubriclab.drift._engine import Candidate
-from rubriclab.drift._search import final_pool
-from rubriclab.drift._select import adjust_across_methods, infeasible_because, select
+from rubriclab.drift import Candidate, compare_verdicts, final_pool, select
+from rubriclab.drift._select import adjust_across_methods, infeasible_because
+from rubriclab.settings import Gate
 from rubriclab.testing import gate_rows
 
 CI = r"\[-?\d\.\d{3}, -?\d\.\d{3}\]"
@@ -27,7 +26,7 @@ def _gate(spec, bench="bench", failed=(), **kw):
     rows, pairs = gate_rows(spec)
     for dom in failed:  # every new verdict of the domain failed: none of its pairs is judged under both
         rows.loc[(rows["domain"] == dom) & (rows["rubric"] == "new"), "status"] = "failed"
-    return compare_verdicts(rows, pairs, bench_domain=bench, n_boot=200, **kw)
+    return compare_verdicts(rows, pairs, Gate(**{"seed": 0, "n_boot": 200, **kw}), bench_domain=bench)
 
 
 def _kinds(res):

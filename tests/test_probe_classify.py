@@ -17,8 +17,7 @@ from sklearn.metrics import (
 )
 
 from rubriclab.errors import ConfigError, InputError
-from rubriclab.probe._classify import probe_transfer, run_probe
-from rubriclab.probe._metrics import classification_metrics, paired_metric_difference
+from rubriclab.probe import classification_metrics, paired_metric_difference, probe_transfer, run_probe
 
 FILLER = ["the dosage", "a follow-up visit", "red-flag symptoms", "the source paper", "the main finding",
           "hydration advice", "side effects", "the study limits", "an emergency number", "the citation"]

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from rubriclab.errors import InputError
-from rubriclab.probe._classify import normalise_text, probe_transfer, run_probe
+from rubriclab.probe import probe_transfer, run_probe
+from rubriclab.probe._classify import normalise_text
 
 N_TEXTS, PER_BLOCK, RECORDS_PER_BLOCK = 150, 3, 8
 
@@ -112,7 +113,7 @@ def test_transfer_drops_and_counts_test_items_seen_in_training():
 
 
 def test_the_stage_keeps_one_cohort_per_response_source():
-    from rubriclab.stages.probe import split_cohorts
+    from rubriclab.probe import split_cohorts
 
     items = memorisable_items().assign(response_source="data:completion")
     items.loc[items.index[:30], "response_source"] = "data:ideal_completion"

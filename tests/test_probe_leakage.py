@@ -9,8 +9,7 @@ import random
 import pandas as pd
 
 from rubriclab.probe import baseline_rubric_items, rubric_prior_leakage
-from rubriclab.rubrics import RubricSet
-from rubriclab.rubrics._records import Criterion
+from rubriclab.rubrics import Criterion, RubricSet
 
 RS = RubricSet(name="two", criteria=(
     Criterion(id="cites_sources", description="The response cites a verifiable source for each factual claim."),
@@ -52,8 +51,7 @@ def test_failed_scores_are_counted_and_a_single_class_is_undefined_with_a_reason
 
 
 def test_the_audit_card_shows_leakage_with_its_interval_or_why_it_has_none():
-    from rubriclab.audit import cross_source_table, metric
-    from rubriclab.audit._context import interval
+    from rubriclab.audit import cross_source_table, interval, metric
 
     ci = interval("paired percentile bootstrap (probe − majority)", 0.95, "pairs", 1000)
     card = {"a": {"K": 4, "leakage": metric(0.4, 0.1, 0.7, 12, ci=ci)},

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 
-from rubriclab.probe._semantics import (
+from rubriclab.probe import (
     DEFAULT_CUES,
     lexical_cues,
     lr_weights,

@@ -18,12 +18,12 @@ from rubriclab.recorded import (
     analyze,
     category_counts,
     cohen_kappa,
+    confusion,
     fleiss_kappa,
     kappa_from_confusion,
     macro_prf_from_confusion,
     rater_agreement,
 )
-from rubriclab.recorded._agreement import confusion
 
 RNG = np.random.default_rng(7)
 

@@ -15,8 +15,8 @@ import pytest
 alpaca_metrics = pytest.importorskip("alpaca_eval.metrics")
 
 from rubriclab.errors import InputError  # noqa: E402
-from rubriclab.recorded import Settings, analyze, publisher_check, read_source  # noqa: E402
-from rubriclab.recorded._leaderboard import head2head, leaderboard, leaderboard_gate, length_controlled  # noqa: E402
+from rubriclab.recorded import Settings, analyze, leaderboard_gate, publisher_check, read_source  # noqa: E402
+from rubriclab.recorded._leaderboard import head2head, leaderboard, length_controlled  # noqa: E402
 from rubriclab.recorded.formats.alpaca_eval import choice_of, read_alpaca_eval, switched  # noqa: E402
 
 S = Settings(n_boot=200)

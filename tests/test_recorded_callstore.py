@@ -10,8 +10,7 @@ import pytest
 from rubriclab.errors import InputError
 from rubriclab.judging import PairwiseRubric, judge_pairs, pairwise_request
 from rubriclab.llm import Gateway, RoleSpec
-from rubriclab.recorded import Settings, analyze
-from rubriclab.recorded._callstore import read_store
+from rubriclab.recorded import Settings, analyze, read_store
 from rubriclab.rubrics import JudgeTemplate
 from rubriclab.testing import drift_pairs, scripted_model, scripted_provider
 

@@ -20,6 +20,7 @@ from rubriclab.recorded import (
     recorded_gate,
     shipped_path,
 )
+from rubriclab.settings import Gate
 
 
 def _set() -> RecordedSet:
@@ -67,7 +68,7 @@ def test_gate_rows_present_labels_as_letters_and_leave_out_what_is_not_comparabl
 
 def test_gate_flags_the_domain_that_drops_and_matches_the_card():
     rs = _set()
-    res = recorded_gate(rs, judge="J", from_condition="plain", to_condition="rules", n_boot=500)
+    res = recorded_gate(rs, judge="J", from_condition="plain", to_condition="rules", gate=Gate(n_boot=500, seed=0))
     d = res.domains.set_index("domain")
     assert res.flagged and res.exit_code == 1 and [f["domain"] for f in res.flags] == ["math"]
     assert d.loc["math", "n"] == 19 and d.loc["math", "n_lost"] == 16 and bool(d.loc["math", "significant_drop"])
@@ -79,7 +80,8 @@ def test_gate_flags_the_domain_that_drops_and_matches_the_card():
     assert d.loc["math", "agreement_new"] == pytest.approx(card.cell("J", "rules")["metrics"]["accuracy_original"]
                                                            ["value"])
     assert res.old["name"] == "J · plain" and res.settings["order"] == "original"
-    swapped = recorded_gate(rs, judge="J", from_condition="plain", to_condition="rules", order="swapped", n_boot=200)
+    swapped = recorded_gate(rs, judge="J", from_condition="plain", to_condition="rules", order="swapped",
+                            gate=Gate(n_boot=200, seed=0))
     assert not swapped.flagged  # the drop is in the original order only
     with pytest.raises(InputError, match="no condition 'nope'"):
         recorded_gate(rs, judge="J", from_condition="plain", to_condition="nope")
@@ -91,8 +93,8 @@ def test_shipped_llmbar_gate_rules_for_chatgpt_is_one_domain_with_the_cards_accu
     rs = read_llmbar(shipped_path("llmbar_natural"), judges=["ChatGPT"], conditions=["Vanilla", "Vanilla_NoRules"])
     card = analyze(rs, Settings(n_boot=20))
     for order in ("original", "swapped"):
-        res = recorded_gate(rs, judge="ChatGPT", from_condition="Vanilla_NoRules", to_condition="Vanilla",
-                            order=order, n_boot=200)
+        res = recorded_gate(rs, judge="ChatGPT", from_condition="Vanilla_NoRules", to_condition="Vanilla", order=order,
+                            gate=Gate(n_boot=200, seed=0))
         (row,) = res.domains.to_dict(orient="records")
         assert row["domain"] == "all" and row["n"] == 100
         for side, cond in (("agreement_old", "Vanilla_NoRules"), ("agreement_new", "Vanilla")):
@@ -121,3 +123,44 @@ def test_cli_recorded_gate(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "g/original/report.md").is_file() and (tmp_path / "g/swapped/report.md").is_file()
     assert main(["recorded", "gate", "syn", "--from", "plain"]) == 2
     assert "--judge, --to required" in capsys.readouterr().err
+
+
+def test_the_gates_take_their_settings_as_one_gate_object_whose_defaults_are_the_schemas():
+    import inspect
+
+    from rubriclab.drift import compare_verdicts, drift_check
+
+    for fn in (drift_check, compare_verdicts, recorded_gate):
+        params = inspect.signature(fn).parameters
+        assert "gate" in params and not set(params) & set(Gate.model_fields), fn.__name__
+    with pytest.raises(InputError, match="gate.seed is null"):  # null means data.seed: the caller resolves it
+        compare_verdicts(*gate_inputs(_set(), judge="J", from_condition="plain", to_condition="rules")[:2], Gate())
+
+
+def test_the_recorded_gate_counts_as_the_card_does_and_takes_epsilon_from_drift_gate(tmp_path):
+    from rubriclab.errors import ConfigError
+    from rubriclab.recorded import recorded_gate_settings
+    from rubriclab.settings import Recorded
+    from rubriclab.stages.recorded import run_recorded_gate
+
+    card = Settings(alpha=0.01, power=0.9, n_boot=300, confidence=0.9, tie_credit=0.0, seed=5)
+    gate = recorded_gate_settings(card, Gate(epsilon=0.1, n_boot=9, samples=3))
+    assert gate == Gate(alpha=0.01, power=0.9, n_boot=300, confidence=0.9, tie_credit=0.0, seed=5, epsilon=0.1,
+                        samples=3)
+    r = Recorded()  # no settings given: the schema's recorded.* and drift.gate.epsilon
+    assert recorded_gate_settings() == Gate(alpha=r.alpha, power=r.power, n_boot=r.n_boot, confidence=r.confidence,
+                                            tie_credit=r.tie_credit, seed=r.seed)
+    rs = _set()
+    rows = [{"pair_id": j.pair_id, "judge": j.judge, "condition": j.condition, "order": j.order,
+             "verdict": j.verdict, "domain": rs.pairs[j.pair_id].domain,
+             **{f"label.{a}": lab for a, lab in rs.pairs[j.pair_id].labels}} for j in rs.judgments]
+    pd.DataFrame(rows).to_csv(tmp_path / "j.csv", index=False)
+    params = {"recorded": {"n_boot": 200, "tie_credit": 0.0, "sources": {"syn": {"path": "j.csv", "format": "table"}}},
+              "drift": {"gate": {"epsilon": 0.2, "n_boot": 50}}}
+    run = dict(judge="J", from_condition="plain", to_condition="rules", bench="chat", out_dir=tmp_path / "g")
+    (res,) = [r["result"] for r in run_recorded_gate(params, tmp_path, "syn", **run)]
+    assert (res.settings["n_boot"], res.settings["tie_credit"], res.settings["epsilon"]) == (200, 0.0, 0.2)
+    (res,) = [r["result"] for r in run_recorded_gate(params, tmp_path, "syn", epsilon=0.01, **run)]
+    assert res.settings["epsilon"] == 0.01 and res.bench["epsilon"] == 0.01
+    with pytest.raises(ConfigError, match=r"drift\.gate\.epsilon: got 2\.0; expected a number in \[0, 1\]"):
+        run_recorded_gate(params, tmp_path, "syn", epsilon=2.0, **run)

@@ -7,8 +7,7 @@ import math
 
 import pytest
 
-from rubriclab.recorded import Settings, analyze, read_source
-from rubriclab.recorded._card import jsonable
+from rubriclab.recorded import Settings, analyze, jsonable, read_source
 
 
 def _numbers(obj, path=""):

@@ -15,8 +15,16 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from rubriclab.recorded import Judgment, RecordedPair, RecordedSet, Settings, analyze, judgments_frame
-from rubriclab.recorded._agreement import kappa_from_confusion, macro_prf_from_confusion
+from rubriclab.recorded import (
+    Judgment,
+    RecordedPair,
+    RecordedSet,
+    Settings,
+    analyze,
+    judgments_frame,
+    kappa_from_confusion,
+    macro_prf_from_confusion,
+)
 from rubriclab.recorded._biases import favoured_sides
 from rubriclab.recorded._boot import Resampling, draws, mean_bootstrap, paired_differences, percentile_interval
 from rubriclab.stats import bh_adjust, item_bootstrap, majority_vote, mde_paired_t, paired_bootstrap

@@ -3,7 +3,7 @@ fake OpenAI server (data → discover → audit, drift, probe; align trains a po
 and once with 30% transport faults of all six kinds. The faulty run completes, writes the same outputs, and its
 requests, retries and faults add up exactly: no hidden retry, no re-ask, no parse failure caused by a fault.
 Every role talks to the one server, the embedder included (its requests are faulted like the chat requests).
-The reference run's stages are forked by the warm stage server (rubriclab.stages._server), the faulty run's are fresh
+The reference run's stages are forked by the warm stage server (rubriclab.stage_server), the faulty run's are fresh
 processes (``RUBRICLAB_STAGE_SERVER=0``): the byte-for-byte comparison also shows a served stage writes what a fresh
 one does.
 """

@@ -14,8 +14,7 @@ import pandas as pd
 import pytest
 
 from rubriclab.errors import InputError
-from rubriclab.repair._calibration import (
-    SHEET_COLUMNS,
+from rubriclab.repair import (
     calibration_report,
     calibration_sample,
     export_sheet,
@@ -23,6 +22,7 @@ from rubriclab.repair._calibration import (
     report_markdown,
     sampling_notes,
 )
+from rubriclab.repair._calibration import SHEET_COLUMNS
 
 E, G = "EXPLOITING", "GENUINE"
 

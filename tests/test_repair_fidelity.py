@@ -17,8 +17,7 @@ from rubriclab.repair import RepairSettings, paired_delta_alpha, paired_delta_vf
 from rubriclab.rubrics import Criterion, RubricSet, load_rubric_file
 from rubriclab.stages import repair as repair_stage
 from rubriclab.stats import two_sample_bootstrap
-from rubriclab.testing import scripted_model
-from rubriclab.testing._repair_world import MARK, attacker, repair_world, world_pairs
+from rubriclab.testing import MARK, attacker, repair_world, scripted_model, world_pairs
 from tests.test_repair_stage import ORIGINAL, _params, _write_project
 
 GATE = "applicability_gate"
@@ -37,7 +36,7 @@ def overfit(tmp_path_factory):
     params["repair"].update(sources=["mine"], operators=["do_not_reward", GATE],
                             sweep={"deltas": [0.0, ".inf"], "candidates": [2]})
     during: list[tuple[str, str]] = []
-    real = repair_stage.search
+    from rubriclab.repair import search as real  # the sweep (rubriclab.repair.sweep_source) calls it
 
     def watched(*args, **kwargs):
         start = len(log)
@@ -47,7 +46,7 @@ def overfit(tmp_path_factory):
             during.extend(log[start:])
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(repair_stage, "search", watched)
+        mp.setattr("rubriclab.repair._sweep.search", watched)
         out = repair_stage.run_repair_stage(params, root, "demo_helpful")
     return {"root": root, "out": out, "log": log, "during": during}
 

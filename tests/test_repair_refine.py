@@ -11,6 +11,7 @@ from rubriclab.audit import AuditContext
 from rubriclab.llm import Gateway, SQLiteCallStore
 from rubriclab.repair import (
     RepairSettings,
+    Revision,
     check_candidate,
     failure_packets,
     operating_point,
@@ -20,10 +21,8 @@ from rubriclab.repair import (
     search,
     select,
 )
-from rubriclab.repair._refine import Revision
 from rubriclab.rubrics import Criterion, RubricSet
-from rubriclab.testing import scripted_provider
-from rubriclab.testing._repair_world import MARK, repair_world, world_pairs
+from rubriclab.testing import MARK, repair_world, scripted_provider, world_pairs
 
 ORIGINAL = "The response answers the question helpfully and completely."
 OPS = ("do_not_reward", "abstract_to_observable", "max_score_cap", "decomposition", "false_positive_anchors")

@@ -11,13 +11,12 @@ import pandas as pd
 import pytest
 from mlflow import MlflowClient
 
+from rubriclab.audit import load_sources
 from rubriclab.cli import main
 from rubriclab.data import write_splits
 from rubriclab.rubrics import load_rubric_file
-from rubriclab.stages.audit import load_sources
 from rubriclab.stages.repair import run_repair_stage
-from rubriclab.testing import scripted_provider
-from rubriclab.testing._repair_world import MARK, repair_world, world_pairs
+from rubriclab.testing import MARK, repair_world, scripted_provider, world_pairs
 from rubriclab.tracking import tracking_uri
 
 ORIGINAL = "The response answers the question helpfully and completely."
@@ -112,7 +111,7 @@ def test_rerun_makes_no_call_and_runs_no_new_trial(project):
     assert dict(scripted_provider().calls) == calls
     import optuna
 
-    from rubriclab.repair import study_storage
+    from rubriclab.studies import study_storage
     storage = study_storage(None, journal=project["root"] / "outputs/repair/demo_helpful/mine/study.journal")
     (summary,) = optuna.get_all_study_summaries(storage)
     assert summary.n_trials == 6
@@ -155,7 +154,7 @@ def test_delta_parsing():
 def test_single_judge_alpha_undefined_trials_are_pruned_with_the_reason_and_outputs_still_written(tmp_path):
     import optuna
 
-    from rubriclab.repair import study_storage
+    from rubriclab.studies import study_storage
 
     _write_project(tmp_path)
     params = _params(repair_world(tag="solo", seats=1))

@@ -103,8 +103,7 @@ def test_outputs_through_a_dvc_remote_and_a_shared_store_need_no_model_call(tmp_
 
     import yaml
 
-    from rubriclab.testing import reliability_project, reliability_responder, repro
-    from rubriclab.testing._reliability import repro_env
+    from rubriclab.testing import reliability_project, reliability_responder, repro, repro_env
 
     env = repro_env()
 

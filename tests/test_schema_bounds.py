@@ -12,7 +12,7 @@ import json
 import pytest
 
 from rubriclab.audit._accuracy import per_rubric_schema
-from rubriclab.llm._answers import KINDS
+from rubriclab.llm import KINDS
 from rubriclab.llm._schema_bounds import MAX_ENUM_VALUES, enforceable_schema
 
 

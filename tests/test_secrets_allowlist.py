@@ -440,8 +440,7 @@ def test_a_store_salt_changes_no_key_without_private_fields():
 
 
 def test_private_body_fields_key_by_salted_hash_headers_not_at_all(tmp_path, monkeypatch):
-    from rubriclab.llm import CallRequest, RoleSpec, open_store
-    from rubriclab.llm._store import store_salt
+    from rubriclab.llm import CallRequest, RoleSpec, open_store, store_salt
 
     for name, value in ENV.items():
         monkeypatch.setenv(name, value)
@@ -471,8 +470,7 @@ def test_private_body_fields_key_by_salted_hash_headers_not_at_all(tmp_path, mon
 def test_workers_sharing_a_store_share_its_salt(store_url):  # noqa: F811 - the imported fixture
     """Every backend keeps one salt per store, made once: two workers on one store (two processes, two machines on
     PostgreSQL) compute the same sealed keys, so each unique call is still made once."""
-    from rubriclab.llm import CallRequest, RoleSpec, open_store
-    from rubriclab.llm._store import store_salt
+    from rubriclab.llm import CallRequest, RoleSpec, open_store, store_salt
 
     a, b = open_store(store_url), open_store(store_url)
     try:

@@ -24,7 +24,6 @@ import typing
 from pathlib import Path
 from typing import Annotated, Any, Union
 
-import pytest
 import yaml
 from pydantic import BaseModel
 
@@ -150,24 +149,6 @@ CLI_ONLY: dict[tuple[str, ...], str] = {
     ("recorded", "--order"): "the presentation order `recorded gate` compares; no params key",
 }
 
-# Defaults still outside the schema, in src/ (reported to the lead, issue 61): each is checked by
-# test_a_default_outside_the_schema_is_gone, an expected failure until src is fixed; then it passes, strict xfail
-# turns that into a failure, and the entry leaves this list (the checks above then cover it).
-_UI = ("the MLflow UI address's default is in src/rubriclab/report/_build.py (DEFAULT_UI) and in `report --ui-url`'s "
-       "help, while the schema's Report.mlflow_ui is None ('null: the default'): make the URL the schema's default")
-_CAL = ("`calibrate verdicts` holds a literal copy of the setting's default (and ignores params.yaml's value): "
-        "default None, resolved from the schema")
-SRC_FINDINGS: dict[Any, str] = {
-    "report.mlflow_ui": _UI,
-    ("report", "--ui-url"): _UI,
-    ("calibrate", "verdicts", "--order"): _CAL,
-    ("calibrate", "verdicts", "--none"): _CAL,
-    ("calibrate", "verdicts", "--label-fraction"): _CAL,
-    ("calibrate", "verdicts", "--seed"): _CAL,
-    ("calibrate", "verdicts", "--confidence"): _CAL,
-    ("calibrate", "verdicts", "--lam"): _CAL,
-}
-
 
 # -- the schema's leaves -------------------------------------------------------------------------------------------
 def _strip(tp: Any) -> Any:
@@ -251,7 +232,7 @@ def test_every_key_params_yaml_spells_is_at_the_schema_default_or_a_listed_overr
     stale, wrong = [], []
     for key, places in spelled(_params_yaml()).items():
         field = LEAVES[key]
-        if _is_free_form(key) or field.is_required() or key in SRC_FINDINGS:
+        if _is_free_form(key) or field.is_required():
             continue
         default = _default(field)
         for where, value in places:
@@ -488,7 +469,7 @@ def _literal_default(where: tuple[str, ...], action: argparse.Action) -> list[st
 
 
 def test_a_default_the_cli_help_states_is_the_schemas():
-    wrong = [w for where, action in cli_options() if where in CLI_SETTINGS and where not in SRC_FINDINGS
+    wrong = [w for where, action in cli_options() if where in CLI_SETTINGS
              for w in _help_mismatches(where, action)]
     assert not wrong, "\n".join(wrong)
 
@@ -496,20 +477,6 @@ def test_a_default_the_cli_help_states_is_the_schemas():
 def test_an_option_for_a_setting_takes_its_default_from_the_schema():
     """argparse default None (the schema's default, or params.yaml's value, applies); a literal default here is a
     second copy that also ignores params.yaml."""
-    literal = [w for where, action in cli_options() if where in CLI_SETTINGS and where not in SRC_FINDINGS
+    literal = [w for where, action in cli_options() if where in CLI_SETTINGS
                for w in _literal_default(where, action)]
     assert not literal, "an option holds its own copy of a setting's default:\n" + "\n".join(literal)
-
-
-@pytest.mark.xfail(strict=True, reason="a default outside the schema, in src/ (SRC_FINDINGS); fixed: drop the entry")
-@pytest.mark.parametrize("finding", list(SRC_FINDINGS), ids=lambda f: " ".join(f) if isinstance(f, tuple) else f)
-def test_a_default_outside_the_schema_is_gone(finding):
-    if isinstance(finding, str):
-        default = _default(LEAVES[finding])
-        values = [v for _, v in spelled(_params_yaml()).get(finding, [])]
-        assert all(v == default for v in values), f"{finding}: params.yaml {values}, schema {default!r}: " \
-                                                  f"{SRC_FINDINGS[finding]}"
-    else:
-        action = dict(cli_options())[finding]
-        wrong = _help_mismatches(finding, action) + _literal_default(finding, action)
-        assert not wrong, "; ".join(wrong) + ": " + SRC_FINDINGS[finding]

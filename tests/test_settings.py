@@ -36,7 +36,7 @@ def test_the_packages_take_their_defaults_from_the_models():
     from rubriclab.data._splits import PREMISE_DEFAULTS
     from rubriclab.llm import DEFAULT_STORE
     from rubriclab.settings import AttackCheck, Llm, ParaphraseCheck, as_section
-    from rubriclab.stages.drift_check import GATE_DEFAULTS, gate_settings
+    from rubriclab.stages.drift_check import gate_settings
 
     # discover() and run_audit() read their section through the schema: a mapping gets every other default there
     assert as_section("discover", {"k": 3}) == Discover(k=3) and as_section("audit", None) == Audit()
@@ -45,9 +45,12 @@ def test_the_packages_take_their_defaults_from_the_models():
     assert PARAPHRASE_BOUNDS == ParaphraseCheck().model_dump() and ATTACK_BOUNDS == AttackCheck().model_dump()
     assert DEFAULT_STORE == Llm().store
     assert PREMISE_DEFAULTS == Premise().model_dump(exclude={"sources"})
-    assert GATE_DEFAULTS == Gate().model_dump()
-    # the gate's seed follows data.seed, whose one default is 42 (it was 0 here, 42 everywhere else)
-    assert gate_settings({})["seed"] == 42 and gate_settings({"data": {"seed": 0}})["seed"] == 0
+    # the gate's settings are the schema's Gate; its seed follows data.seed, whose one default is 42 (it was 0 here,
+    # 42 everywhere else); the command's options are checked as params.yaml's values are
+    assert gate_settings({}) == Gate(seed=42) and gate_settings({"data": {"seed": 0}}).seed == 0
+    assert gate_settings({"drift": {"gate": {"epsilon": 0.1}}}, alpha=0.01) == Gate(epsilon=0.1, alpha=0.01, seed=42)
+    with pytest.raises(ConfigError, match=r"drift\.gate\.alpha: got 2\.0; expected a number in \(0, 1\)"):
+        gate_settings({}, alpha=2.0)
 
 
 def test_no_stage_or_package_reads_params_with_its_own_default():
@@ -78,11 +81,11 @@ def test_numbers_stay_as_written():
 
 
 def test_the_audit_card_shows_the_paired_bootstrap_it_used():
-    from rubriclab.stages.audit import _settings
+    from rubriclab.audit import card_settings
 
     ctx = SimpleNamespace(confidence=0.95, n_boot=2000, seed=42, tie_credit=0.5, alpha_orientation="as_presented")
-    assert _settings(ctx, Audit())["n_boot_paired"] == 5000  # was null in card.json while 5000 was used
-    assert _settings(ctx, Audit(n_boot_paired=2000))["n_boot_paired"] == 2000
+    assert card_settings(ctx, Audit())["n_boot_paired"] == 5000  # was null in card.json while 5000 was used
+    assert card_settings(ctx, Audit(n_boot_paired=2000))["n_boot_paired"] == 2000
 
 
 def test_mlflow_logs_every_effective_value_defaults_included(tmp_path):

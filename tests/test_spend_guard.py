@@ -5,8 +5,8 @@ from __future__ import annotations
 import litellm
 import pytest
 
-from rubriclab.llm import CallRequest, Gateway, RoleSpec
-from rubriclab.llm._budget import BudgetExceededError, SpendBudget, estimate
+from rubriclab.llm import BudgetExceededError, CallRequest, Gateway, RoleSpec, SpendBudget
+from rubriclab.llm._budget import estimate
 from rubriclab.testing import FakeOpenAIServer, scripted_model
 
 PRICED = "openai/gpt-4o-mini"  # in litellm's local cost map

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, parse_verdict
-from rubriclab.llm._budget import BudgetExceededError, SpendBudget, estimate, price_of
+from rubriclab.llm import BudgetExceededError, CallRequest, Gateway, RoleSpec, SpendBudget, parse_verdict
+from rubriclab.llm._budget import estimate, price_of
 from rubriclab.llm._reply_cap import cap_tokens, reply_cap_bytes
 from rubriclab.testing import FakeOpenAIServer
 

@@ -59,8 +59,8 @@ def test_a_plain_exit_after_importing_the_package_is_untouched(tmp_path, exit_li
 def test_every_stage_module_ends_through_exit_stage():
     stages = Path(__file__).resolve().parents[1] / "src" / "rubriclab" / "stages"
     guard = 'if __name__ == "__main__":'
-    # the stage modules; `_server.py` (the stage server) and `__main__.py` (the stage command) are not stages: a
-    # served stage's own __main__ still ends through exit_stage
+    # the stage modules; `__main__.py` (the stage command) is not a stage; a stage served by rubriclab.stage_server
+    # still ends through its own __main__'s exit_stage
     mains = {p.name: p.read_text(encoding="utf-8") for p in stages.glob("*.py")
              if guard in p.read_text() and not p.name.startswith("_")}
     assert len(mains) >= 9

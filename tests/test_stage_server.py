@@ -1,4 +1,4 @@
-"""The warm stage server (rubriclab.stages._server): a stage forked from it behaves as the same stage started fresh.
+"""The warm stage server (rubriclab.stage_server): a stage forked from it behaves as the same stage started fresh.
 
 Each test starts its clients in a session of their own (its own process group, so its own server) and kills that
 group at the end, server included; the tests that need only a warm server share one group (``shared_workdir``).
@@ -19,13 +19,13 @@ from pathlib import Path
 
 import pytest
 
-from rubriclab._owner import process_alive
-from rubriclab.stages import _server
+from rubriclab import stage_server
+from rubriclab.owner import process_alive
 
 # a stand-in stage: what it sees, as JSON on stdout; its stdin on stderr; "sleep" waits for a signal
 STAGE = textwrap.dedent("""
     import json, os, sys, time
-    from rubriclab.stages._server import UNSAFE
+    from rubriclab.stage_server import UNSAFE
     if sys.argv[1:] == ["sleep"]:
         open("stage.pid", "w").write(str(os.getpid()))
         time.sleep(120)
@@ -35,7 +35,7 @@ STAGE = textwrap.dedent("""
                       "unsafe": [m for m in UNSAFE if m in sys.modules], "main": __name__}))
     sys.exit(3)
 """)
-CLIENT = "import sys; from rubriclab.stages._server import run; run(sys.argv[1], sys.argv[2:])"
+CLIENT = "import sys; from rubriclab.stage_server import run; run(sys.argv[1], sys.argv[2:])"
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def _server_log(workdir) -> str:
 
 def _socket_path(workdir) -> str:
     root, procs = workdir
-    return subprocess.run([sys.executable, "-c", "from rubriclab.stages._server import socket_path; "
+    return subprocess.run([sys.executable, "-c", "from rubriclab.stage_server import socket_path; "
                            "print(socket_path())"], cwd=root, env=_env(), capture_output=True, text=True,
                           process_group=procs[0].pid, check=True).stdout.strip()
 
@@ -146,19 +146,19 @@ def test_a_stage_dies_with_its_sigkilled_client(shared_workdir):
 
 
 def test_the_server_is_off_when_asked():
-    assert _server.enabled({}) and _server.enabled({"RUBRICLAB_STAGE_SERVER": "1"})
-    assert not any(_server.enabled({"RUBRICLAB_STAGE_SERVER": v}) for v in ("0", "off", "false", "no"))
+    assert stage_server.enabled({}) and stage_server.enabled({"RUBRICLAB_STAGE_SERVER": "1"})
+    assert not any(stage_server.enabled({"RUBRICLAB_STAGE_SERVER": v}) for v in ("0", "off", "false", "no"))
 
 
 def test_the_key_covers_the_environment_and_the_working_directory(monkeypatch, tmp_path):
-    key = _server.server_key()
+    key = stage_server.server_key()
     monkeypatch.setenv("DVC_STAGE", "another@stage")  # dvc sets it per stage; nothing reads it on import
-    assert _server.server_key() == key
+    assert stage_server.server_key() == key
     monkeypatch.setenv("OMP_NUM_THREADS", "7")
-    assert _server.server_key() != key
+    assert stage_server.server_key() != key
     monkeypatch.delenv("OMP_NUM_THREADS")
     monkeypatch.chdir(tmp_path)
-    assert _server.server_key() != key
+    assert stage_server.server_key() != key
 
 
 def test_the_stage_command_rejects_an_unknown_stage():
@@ -253,7 +253,7 @@ def test_a_changed_rubriclab_source_sends_stages_back_to_fresh_processes(workdir
     # last in the file: a server that loaded the touched file leaves (the shared group's too)
     _finish(_client(workdir))
     assert _finish(_client(workdir))[1]["warm"] is True
-    source = Path(_server.__file__)
+    source = Path(stage_server.__file__)
     st = source.stat()
     try:
         os.utime(source, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))

@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
-from rubriclab.recorded import RecordedPair, RecordedSet, Settings, analyze
-from rubriclab.recorded._records import Judgment
+from rubriclab.recorded import Judgment, RecordedPair, RecordedSet, Settings, analyze
 from rubriclab.stats import bh_adjust, mde_paired_t, paired_t_tests, t_mde_factor
 
 ALPHA, POWER, N, PSI, FAMILIES = 0.05, 0.8, 100, 0.3, 4000

@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from rubriclab.llm import CallRequest, Gateway, RoleSpec, open_store
-from rubriclab.llm._store import CallRecord
+from rubriclab.llm import CallRecord, CallRequest, Gateway, RoleSpec, open_store
 from rubriclab.testing import FakeOpenAIServer
 
 

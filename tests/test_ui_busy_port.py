@@ -18,7 +18,7 @@ import textwrap
 import pytest
 import yaml
 
-from rubriclab._owner import process_alive
+from rubriclab.owner import process_alive
 from tests.test_ui_signal import DRIVER, STUB_SERVER, _port_free, _wait
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]

@@ -21,7 +21,7 @@ import time
 import pytest
 import yaml
 
-from rubriclab._owner import process_alive  # a zombie holds no port and counts as gone
+from rubriclab.owner import process_alive  # a zombie holds no port and counts as gone
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")]
 

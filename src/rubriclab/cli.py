@@ -19,6 +19,30 @@ def _ad_hoc_formats() -> list[str]:
     return [f for f in RECORDED_FORMATS if f != "store"]
 
 
+def _setting_help(section: str, key: str, what: str | None = None) -> str:
+    """The help of an option that stands in for a setting (``section`` dotted, e.g. ``drift.gate``): what the setting
+    is and its default, both read from the schema (rubriclab.settings), never written here."""
+    from rubriclab.settings import Params
+
+    model = Params
+    for part in section.split("."):
+        model = _model_of(model.model_fields[part])
+    field = model.model_fields[key]
+    default = field.get_default(call_default_factory=True)
+    shown = "null" if default is None else f"{default:g}" if isinstance(default, float) else str(default)
+    return f"{what or field.description} (default: {section}.{key}, {shown})"
+
+
+def _model_of(field):  # the section model a (possibly optional) field holds
+    import typing
+
+    tp = field.annotation
+    for arg in (tp, *typing.get_args(tp)):
+        if isinstance(arg, type) and hasattr(arg, "model_fields"):
+            return arg
+    raise TypeError(f"{tp!r} is not a section")
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--params", default=None, help="params.yaml to read (default: nearest one upwards)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
@@ -119,18 +143,23 @@ def cmd_calibrate_import(args: argparse.Namespace) -> int:
 def cmd_calibrate_verdicts(args: argparse.Namespace) -> int:
     from rubriclab import atomic
     from rubriclab.calibrate import calibrate, load_recorded, verdict_table
-    from rubriclab.settings import Params
+    from rubriclab.settings import Params, RecordedCalibrate
 
     # a shipped set or a path with its format needs no project; a named source is read from params.yaml
     params, project = ({}, Path.cwd()) if args.source.startswith("shipped:") or args.format else _load(args)
     p = Params.of(params)
+    # an option not given: recorded.calibrate's value (params.yaml's, else the schema's default)
+    cal = (p.recorded.calibrate or RecordedCalibrate()).model_dump()
+    opts = {k: cal[k] if getattr(args, k) is None else getattr(args, k) for k in ("order", "none", "seed", "lam")}
+    fraction = cal["label_fraction"] if args.label_fraction is None else args.label_fraction
+    confidence = p.recorded.confidence if args.confidence is None else args.confidence
     rs = load_recorded(args.source, project, args.format, sources=p.recorded.sources, llm=p.llm, data_seed=p.data.seed)
-    table = verdict_table(rs, args.judge, args.condition, order=args.order, none=args.none)
+    table = verdict_table(rs, args.judge, args.condition, order=opts["order"], none=opts["none"])
     labelled = None
     if args.labelled:
         labelled = [ln.strip() for ln in Path(args.labelled).read_text(encoding="utf-8").splitlines() if ln.strip()]
-    res = calibrate(table, labelled=labelled, label_fraction=None if labelled else args.label_fraction,
-                    seed=args.seed, confidence=args.confidence, lam=None if args.lam < 0 else args.lam)
+    res = calibrate(table, labelled=labelled, label_fraction=None if labelled else fraction, seed=opts["seed"],
+                    confidence=confidence, lam=None if opts["lam"] is None or opts["lam"] < 0 else opts["lam"])
     print("\n".join(res.lines()))
     if args.json:
         atomic.write_json(args.json, res.to_dict(), indent=2, default=str)
@@ -230,7 +259,8 @@ def cmd_drift_check(args: argparse.Namespace) -> int:
 
 
 def cmd_recorded(args: argparse.Namespace) -> int:
-    from rubriclab.stages.recorded import run_recorded_stage, summary_lines
+    from rubriclab.recorded import summary_lines
+    from rubriclab.stages.recorded import run_recorded_stage
 
     params, project = _load(args)
     params = params.given()  # an ad-hoc --path source is added to what the file says
@@ -351,6 +381,8 @@ def _at_least_one(text: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from rubriclab.settings import NONE_POLICIES, ORDER_CHOICES
+
     parser = argparse.ArgumentParser(
         prog="rubriclab",
         description="rubriclab: rubric-conditioned LLM judges as measurement instruments.",
@@ -433,18 +465,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the layout of a --source path (the registered formats; store needs params.yaml)")
     q.add_argument("--judge", required=True)
     q.add_argument("--condition", required=True)
-    q.add_argument("--order", default="both", choices=["both", "original", "swapped"],
-                   help="both: a pair's verdicts averaged over the presentation orders")
-    q.add_argument("--none", default="half", choices=["half", "exclude"],
-                   help="a verdict that is none: counted 0.5 (half) or dropped (exclude); counted either way")
-    q.add_argument("--label-fraction", type=float, default=0.1, help="share of pairs given their human label by a "
-                                                                    "seeded random draw")
+    # recorded.calibrate (the recorded stage's calibration step): None = params.yaml's value, else the schema's
+    q.add_argument("--order", default=None, choices=list(ORDER_CHOICES),
+                   help=_setting_help("recorded.calibrate", "order", "both: a pair's verdicts averaged over the "
+                                                                     "presentation orders"))
+    q.add_argument("--none", default=None, choices=list(NONE_POLICIES),
+                   help=_setting_help("recorded.calibrate", "none", "a verdict that is none: counted 0.5 (half) or "
+                                                                    "dropped (exclude); counted either way"))
+    q.add_argument("--label-fraction", type=float, default=None,
+                   help=_setting_help("recorded.calibrate", "label_fraction", "share of pairs given their human "
+                                                                              "label by a seeded random draw"))
     q.add_argument("--labelled", default=None, help="a file of pair ids (one a line) the human labelled, instead of "
                                                     "a draw")
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--confidence", type=float, default=0.95)
-    q.add_argument("--lam", type=float, default=1.0, help="ppi_py's λ (default 1: plain PPI; -1: power-tuned "
-                                                          "PPI++, which under-covered with 10 labels)")
+    q.add_argument("--seed", type=int, default=None, help=_setting_help("recorded.calibrate", "seed",
+                                                                                      "seed of the label draw"))
+    q.add_argument("--confidence", type=float, default=None,
+                   help=_setting_help("recorded", "confidence", "interval level"))
+    q.add_argument("--lam", type=float, default=None,
+                   help=_setting_help("recorded.calibrate", "lam", "ppi_py's λ (1: plain PPI; -1: power-tuned PPI++, "
+                                                                   "which under-covered with 10 labels)"))
     q.add_argument("--json", default=None, help="also write the result as JSON here")
     q.set_defaults(func=cmd_calibrate_verdicts)
 
@@ -483,9 +522,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--clusters", type=int, default=None, metavar="K",
                    help="prompt clusters (default: max(2, round(sqrt(n/2))), at most drift.gate.max_clusters)")
     q.add_argument("--limit", type=int, default=None, metavar="N", help="at most N pairs per domain/cluster (seeded)")
-    q.add_argument("--samples", type=int, default=None, help="judge draws per verdict, majority (default 1)")
-    q.add_argument("--alpha", type=float, default=None, help="FDR level across domains (default 0.05)")
-    q.add_argument("--epsilon", type=float, default=None, help="benchmark tolerance ε (default 0.05)")
+    q.add_argument("--samples", type=int, default=None, help=_setting_help("drift.gate", "samples"))
+    q.add_argument("--alpha", type=float, default=None, help=_setting_help("drift.gate", "alpha"))
+    q.add_argument("--epsilon", type=float, default=None, help=_setting_help("drift.gate", "epsilon"))
     q.add_argument("--judge", default=None, metavar="MODEL", help="litellm model string replacing judges[0]'s model")
     q.add_argument("--out", default=None, help="report folder (default: outputs/drift_check)")
     q.add_argument("--no-track", action="store_true", help="do not log an MLflow run")
@@ -526,8 +565,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "links and the call ledger (the `report` stage, into its own folder)")
     _common(p)
     p.add_argument("--out", default=None, help="output folder (default: outputs/report_cli)")
-    p.add_argument("--ui-url", default=None, help="the MLflow UI address the run links point to (default: "
-                                                  "report.mlflow_ui, http://127.0.0.1:5000)")
+    p.add_argument("--ui-url", default=None, help=_setting_help("report", "mlflow_ui"))
     p.add_argument("--no-track", action="store_true", help="do not log an MLflow run")
     p.set_defaults(func=cmd_report)
 
@@ -575,8 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the presentation order compared (both: one gate per order)")
     g.add_argument("--bench", default=None, help="the benchmark domain (a drop elsewhere while it is preserved is "
                                                  "directional drift)")
-    g.add_argument("--epsilon", type=float, default=None, help="benchmark tolerance (default drift.gate.epsilon, "
-                                                               "0.05)")
+    g.add_argument("--epsilon", type=float, default=None, help=_setting_help("drift.gate", "epsilon"))
     p.set_defaults(func=cmd_recorded)
 
     p = sub.add_parser("calls", help="calls, tokens, cost, cache hits and failures per stage and role")

@@ -8,8 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rubriclab.llm import panel, roles_from_params, store_location
-from rubriclab.llm._roles import HF_ROLES, RoleSpec
+from rubriclab.llm import HF_ROLES, RoleSpec, panel, roles_from_params, store_location
 from rubriclab.secrets import looks_like_secret_value, merge_params, redact_text, redact_urls
 
 
@@ -69,7 +68,7 @@ def try_embedded_models(models: set[str]) -> list[tuple[str, bool, str]]:
 def print_engine() -> bool:
     """The llama.cpp build's instruction set and a one-token smoke check in a child process (a fault there is
     reported, not fatal to doctor)."""
-    from rubriclab.llm._engine import PORTABLE_ISA, engine_build, smoke_check
+    from rubriclab.llm import PORTABLE_ISA, engine_build, smoke_check
 
     try:
         build = engine_build()

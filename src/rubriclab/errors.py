@@ -4,11 +4,23 @@ from __future__ import annotations
 
 
 class RubricLabError(Exception):
-    """Base class of every error rubriclab raises on purpose."""
+    """Base class of every error rubriclab raises on purpose: every exception class in the package derives from it
+    (a stage or the CLI reports one as a line with its fix; tests/test_error_hierarchy.py checks the source)."""
 
 
 class ConfigError(RubricLabError):
     """params.yaml (or an override) is missing a key or holds a value of the wrong kind."""
+
+
+class ArgumentError(RubricLabError, ValueError):
+    """A function was handed a value outside what it accepts: a count below 1, an unknown method, a table
+    without a column it needs, a setting or environment variable it reads out of range. The message names the
+    value, what is accepted and, where a setting gives the value, the setting.
+
+    Also a ValueError, as these were before they joined this hierarchy: every ``except ValueError`` (a caller's,
+    the call retry layer's fallback for a failure of unknown shape, a pydantic validator's) treats them as it did.
+    ``ConfigError`` and ``InputError`` are not ValueErrors: code that catches ValueError around a parse does not
+    swallow them."""
 
 
 class InputError(RubricLabError):

@@ -1,8 +1,12 @@
-"""Plain-text tables for the terminal."""
+"""Plain-text tables: for the terminal, and the markdown tables of the cards and summaries."""
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _LEDGER_COLS = [
     ("stage", "stage"), ("role", "role"), ("items", "items"), ("cache_hits", "hits"), ("calls", "calls"),
@@ -52,3 +56,22 @@ def files_line(files: list[tuple[str, str | None]], empty: dict[str, str] | None
             text += f" — empty: {empty[name]}"
         parts.append(text)
     return "Files: " + "; ".join(parts) + "."
+
+
+def to_markdown(table: pd.DataFrame) -> str:
+    """A GitHub-flavoured markdown table (no extra dependency)."""
+
+    def cell(v: Any) -> str:
+        if v is None or (isinstance(v, float) and math.isnan(v)):
+            text = "—"
+        elif isinstance(v, float):
+            text = f"{v:.0f}" if v.is_integer() and abs(v) < 1e12 else f"{v:.3f}"  # counts read as counts
+        else:
+            text = str(v)
+        return text.replace("|", "\\|").replace("\n", " ")  # a literal pipe (e.g. "mean |ρ|") must not split
+
+    cols = list(table.columns)
+    lines = ["| " + " | ".join(cell(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, row in table.iterrows():
+        lines.append("| " + " | ".join(cell(row[c]) for c in cols) + " |")
+    return "\n".join(lines)

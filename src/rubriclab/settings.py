@@ -507,11 +507,12 @@ class Gate(Section):
 
     alpha: Prob = knob(0.05, "FDR level (Benjamini-Hochberg across domains)")
     power: Prob = knob(0.8, "power of the stated minimum detectable drop")
-    confidence: Prob = knob(0.95, "")
-    n_boot: PosInt = knob(2000, "")
+    confidence: Prob = knob(0.95, "level of the paired bootstrap intervals")
+    n_boot: PosInt = knob(2000, "bootstrap resamples (pairs)")
     tie_credit: Share = knob(TIE_CREDIT, "agreement credit of a tied verdict")
-    epsilon: Share = knob(0.05, "benchmark tolerance eps", paper="eps_train 0.05")
-    samples: PosInt = knob(1, "")
+    epsilon: Share = knob(0.05, "benchmark tolerance eps: the largest benchmark drop that still preserves it",
+                          paper="eps_train 0.05")
+    samples: PosInt = knob(1, "judge draws per verdict (majority)")
     seed: Int | None = knob(None, "null: data.seed")
     max_clusters: PosInt = knob(12, "prompt clusters when the data has no domain labels")
 
@@ -642,7 +643,8 @@ class Probe(Section):
 
 
 class Report(Section):
-    mlflow_ui: Url | None = knob(None, "the MLflow UI URL linked from the report; null: the default")
+    mlflow_ui: Url = knob("http://127.0.0.1:5000", "the MLflow UI address the report's and cards' run links point to "
+                                                   "(`rubriclab ui` serves it there)")
 
 
 # -- recorded ------------------------------------------------------------------------------------------------------

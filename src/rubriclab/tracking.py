@@ -21,8 +21,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rubriclab._owner import owner_is_gone, process_owner
 from rubriclab.atomic import write_text
+from rubriclab.errors import ArgumentError
+from rubriclab.owner import owner_is_gone, process_owner
 from rubriclab.secrets import (
     is_role_extra_path,
     is_secret_key,
@@ -242,7 +243,7 @@ class RunHandle:
         """Log a per-item table (DataFrame, dict of columns, or list of row dicts) as
         ``artifact_file`` (``.json`` or ``.parquet``; shown in the MLflow UI's table view)."""
         if not artifact_file.endswith((".json", ".parquet")):
-            raise ValueError(f"log_table artifact_file must end with '.json' or '.parquet', got {artifact_file!r}")
+            raise ArgumentError(f"log_table artifact_file must end with '.json' or '.parquet', got {artifact_file!r}")
         if isinstance(data, list):
             import pandas as pd
 

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rubriclab.errors import RubricLabError
+from rubriclab.errors import ArgumentError, RubricLabError
 from rubriclab.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, reap_orphaned_runs, tracking_uri
 
 
@@ -90,7 +90,7 @@ def ui_command(project: Path, experiment: str, host: str = "127.0.0.1", port: in
     ``workers``: uvicorn worker processes. One by default: mlflow's 4 are for a shared server, and on a 2-core
     machine each imports the whole server (up 18 s with 4, 11 s with 1, the page as fast: benchmarks/README.md)."""
     if int(workers) < 1:
-        raise ValueError(f"rubriclab ui: --workers {workers}: expected a whole number >= 1")
+        raise ArgumentError(f"rubriclab ui: --workers {workers}: expected a whole number >= 1")
     uri = tracking_uri(project)
     exp_id = prepare_experiment(uri, experiment)
     argv = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", uri, "--host", host, "--port", str(port),

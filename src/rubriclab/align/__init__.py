@@ -3,6 +3,17 @@ second (e.g. drifted) rubric, train DPO policies with TRL on each label set in t
 target-only, benchmark+target), and compare the policies by best-of-n sampling on held-out prompts, scored by a
 reward model and a third-party pairwise judge."""
 
+from rubriclab.align._context import (
+    DOMAINS,
+    RUBRICS,
+    STEPS,
+    AlignContext,
+    adapter_dir,
+    label_digest,
+    policy_name,
+    read_labels,
+    ripd_split,
+)
 from rubriclab.align._evaluate import (
     REGIME_LABELS,
     TIE_CREDIT,
@@ -29,6 +40,8 @@ from rubriclab.align._policy import (
     require_align,
     trained_folder,
 )
+from rubriclab.align._steps import Trial, run_evaluate, run_label, run_train
+from rubriclab.align._summary import summarize
 from rubriclab.align._train import DPOSettings, dpo_dataset, preference_margins, sequence_logprobs, train_dpo
 from rubriclab.llm import register_prompt
 from rubriclab.settings import ALIGN_REGIMES
@@ -38,6 +51,8 @@ register_prompt("align_reward", {"prompt", "response"})
 REGIMES = ALIGN_REGIMES
 
 __all__ = [
+    "AlignContext", "DOMAINS", "RUBRICS", "STEPS", "Trial", "adapter_dir", "label_digest", "policy_name",
+    "read_labels", "ripd_split", "run_evaluate", "run_label", "run_train", "summarize",
     "DPOSettings", "LABEL_COLUMNS", "REGIMES", "REGIME_LABELS", "TIE_CREDIT", "best_of_n", "chat_prompt",
     "checkpoint_from_gguf", "comparisons_for", "dpo_dataset", "generate_candidates", "judge_outcomes", "judge_scores",
     "label_agreement", "label_pairs", "load_policy", "load_tokenizer", "pick_device", "policy_dtype", "inference_precision",

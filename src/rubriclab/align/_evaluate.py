@@ -17,6 +17,7 @@ import pandas as pd
 
 from rubriclab.align._policy import chat_prompt, inference_precision
 from rubriclab.data import Pair
+from rubriclab.errors import ArgumentError
 from rubriclab.judging import judge_pairs
 from rubriclab.llm import CallRequest, answer_format, load_prompt
 from rubriclab.stats import TIE_CREDIT, at_tie_credit, item_bootstrap, other_tie_credit, ties_common
@@ -28,10 +29,10 @@ def generate_candidates(model: Any, tokenizer: Any, prompts: Sequence[str], *, n
     import torch
 
     if n < 1:
-        raise ValueError(f"n={n}: best-of-n needs n ≥ 1")
+        raise ArgumentError(f"n={n}: best-of-n needs n ≥ 1")
     if temperature <= 0 and n > 1:
-        raise ValueError(f"n={n} at temperature {temperature}: greedy decoding draws {n} identical replies; set "
-                         "align.evaluate.n: 1, or a temperature > 0 for best-of-n")
+        raise ArgumentError(f"n={n} at temperature {temperature}: greedy decoding draws {n} identical replies; set "
+                            "align.evaluate.n: 1, or a temperature > 0 for best-of-n")
     device = next(model.parameters()).device
     tokenizer.padding_side = "left"
     torch.manual_seed(seed)

@@ -41,7 +41,7 @@ def policy_source(model: str, cache_dir: str | Path) -> str:
         raise ConfigError("params.yaml: llm.roles.policy.model is empty; expected local/smollm2-135m, "
                           "hf/<org>/<name> or a local checkpoint folder")
     if model.startswith("local/"):
-        from rubriclab.llm._local import CHAT_MODELS, locate_model_file
+        from rubriclab.llm import CHAT_MODELS, locate_model_file
 
         name = model.split("/", 1)[1]
         if name not in CHAT_MODELS:

@@ -44,8 +44,15 @@ from rubriclab.audit._context import AuditContext, from_bootstrap, metric
 from rubriclab.data import Pair, present, present_both_orders
 from rubriclab.errors import InputError
 from rubriclab.judging import PairwiseRubric, load_judge_prompt, pairwise_request
-from rubriclab.llm import CallRequest, CallResult, RoleSpec, answer_format, json_parser, load_prompt
-from rubriclab.llm._schema_bounds import bounded_integer
+from rubriclab.llm import (
+    CallRequest,
+    CallResult,
+    RoleSpec,
+    answer_format,
+    bounded_integer,
+    json_parser,
+    load_prompt,
+)
 from rubriclab.rubrics import RubricSet
 from rubriclab.settings import AUDIT_TEMPLATES
 from rubriclab.stats import (

@@ -29,7 +29,6 @@ never the rejected response presented as the "Reference (good) Response".
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
@@ -40,7 +39,7 @@ from rubriclab.data import Pair
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.llm import CallRequest, CallResult, answer_format, distinct_draws, load_prompt
 from rubriclab.rubrics import RubricSet
-from rubriclab.stats import item_bootstrap
+from rubriclab.stats import item_bootstrap, macro_rate
 
 # The six named strategies exactly as the paper's attacker library lists them (E.6), plus the
 # open-ended mode that §B (compute) says is rotated in with them.
@@ -220,8 +219,8 @@ def audit_adversarial(
 
     # -- 4. aggregate ---------------------------------------------------------------------------
     K = len(criteria)
-    att = _arrays(items)
-    base = _arrays(base_items)
+    att = attack_arrays(items)
+    base = attack_arrays(base_items)
     boot = {"n_resamples": ctx.n_boot, "confidence": ctx.confidence, "seed": ctx.seed}
 
     per_criterion = []
@@ -243,7 +242,7 @@ def audit_adversarial(
         per_strategy.append({"strategy": name, **_rates(att, sel)})
 
     def macro(arrs: dict[str, np.ndarray], num: str, den: str, what: str) -> dict[str, Any]:
-        res = item_bootstrap((arrs["k"], arrs[num], arrs[den]), _macro_statistic(K), arrs["item"], **boot)
+        res = item_bootstrap((arrs["k"], arrs[num], arrs[den]), macro_rate(K), arrs["item"], **boot)
         n_def = int(np.sum([np.any(arrs[den][arrs["k"] == k]) for k in range(K)]))
         return from_bootstrap(res, "prompts", aggregate=f"mean over criteria of {what}", n_criteria=n_def, k=K)
 
@@ -303,7 +302,7 @@ def _failure(who: str, res: CallResult) -> tuple[str, str]:
     return f"{who}_failed", res.error or f"{who} call failed"
 
 
-def _arrays(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+def attack_arrays(rows: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     """Aligned per-row indicators. ``scored``: parsed judge score; ``resolved_high``: high with a parsed
     verdict; ``vfr_den``: scored and, if high, resolved (a high scorer without a verdict is unknown,
     not GENUINE); ``confirmed``: high and EXPLOITING."""
@@ -348,18 +347,6 @@ def _baseline_rates(b: dict[str, np.ndarray], sel: np.ndarray) -> dict[str, Any]
         "baseline_n_verified": n_resolved, "baseline_n_false_exploit": n_conf,
         "baseline_false_exploit_rate": _ratio(n_conf, n_resolved),
     }
-
-
-def _macro_statistic(K: int):  # noqa: N803 - the paper's K
-    """Statistic over selected rows: per-criterion Σnum·den / Σden, then the mean over the criteria
-    where it is defined (a criterion with no denominator rows in a resample is left out)."""
-    def macro_mean(k: np.ndarray, num: np.ndarray, den: np.ndarray) -> float:
-        d = np.bincount(k, weights=den.astype(float), minlength=K)
-        n = np.bincount(k, weights=(num & den).astype(float), minlength=K)
-        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return float(np.nanmean(np.where(d > 0, n / np.where(d > 0, d, 1), np.nan)))
-    return macro_mean
 
 
 def _counts(rows: list[dict[str, Any]], prefix: str) -> dict[str, int]:

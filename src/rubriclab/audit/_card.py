@@ -212,22 +212,3 @@ def numeric_table(card: dict[str, dict[str, Any]], comparisons: list[dict[str, A
                 rows.append({"source": src, "metric": key, "value": e, "low": None, "high": None, "interval": "count",
                              "n": None, "mark": "", "note": ""})
     return pd.DataFrame(rows, columns=["source", "metric", "value", "low", "high", "interval", "n", "mark", "note"])
-
-
-def to_markdown(table: pd.DataFrame) -> str:
-    """A GitHub-flavoured markdown table (no extra dependency)."""
-
-    def cell(v: Any) -> str:
-        if v is None or (isinstance(v, float) and math.isnan(v)):
-            text = "—"
-        elif isinstance(v, float):
-            text = f"{v:.0f}" if v.is_integer() and abs(v) < 1e12 else f"{v:.3f}"  # counts read as counts
-        else:
-            text = str(v)
-        return text.replace("|", "\\|").replace("\n", " ")  # a literal pipe (e.g. "mean |ρ|") must not split
-
-    cols = list(table.columns)
-    lines = ["| " + " | ".join(cell(c) for c in cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, row in table.iterrows():
-        lines.append("| " + " | ".join(cell(row[c]) for c in cols) + " |")
-    return "\n".join(lines)

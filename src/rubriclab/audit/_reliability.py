@@ -27,7 +27,14 @@ from rubriclab.audit._validity import check_paraphrases
 from rubriclab.data import Pair, present
 from rubriclab.llm import CallRequest, RoleSpec, answer_format, load_prompt
 from rubriclab.rubrics import RubricSet
-from rubriclab.stats import flip_rate, item_bootstrap, krippendorff_alpha, paraphrase_stability
+from rubriclab.stats import (
+    by_group,
+    flip_rate,
+    item_bootstrap,
+    krippendorff_alpha,
+    mean_over_groups,
+    paraphrase_stability,
+)
 
 
 def pairwise_requests(rubric: RubricSet, pairs: list[Pair], role: RoleSpec, ctx: AuditContext, *,
@@ -93,7 +100,9 @@ def _matrix(scores: pd.DataFrame, column: str = "score") -> np.ndarray:
 ALPHA_COLUMN = {"as_presented": "score_as_shown", "chosen_oriented": "score"}
 
 
-def _alpha_on(column: str):
+def alpha_on(column: str):
+    """Statistic of a ratings frame (``who``, ``pair_id``, ``column``): Krippendorff's α of its raters × pairs grid."""
+
     def alpha(scores: pd.DataFrame) -> float:
         return krippendorff_alpha(_matrix(scores, column))["alpha"]
 
@@ -106,19 +115,6 @@ def _rho(scores: pd.DataFrame) -> float:
     columns the pivot would drop (all missing) change no defined pair's ρ: a pair needs 3 common items."""
     grid = _matrix(scores)
     return paraphrase_stability(grid)["rho"] if len(grid) >= 2 else np.nan
-
-
-def _by_criterion(scores: pd.DataFrame, fn) -> dict[str, float]:
-    return {cid: fn(m) for cid, m in scores.groupby("criterion")}
-
-
-def _mean_over_criteria(fn):
-    """Set-level statistic: the mean over criteria of ``fn`` (criteria where it is undefined left out)."""
-    def statistic(scores: pd.DataFrame) -> float:
-        vals = [v for v in _by_criterion(scores, fn).values() if not np.isnan(v)]
-        return float(np.mean(vals)) if vals else np.nan
-
-    return statistic
 
 
 def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *, runs: int = 5,
@@ -171,11 +167,11 @@ def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *
 
     if "alpha" in axes and len(ctx.judges) >= 2:
         raters = df[df.who.str.startswith("rater")]
-        alpha_of = _alpha_on(ALPHA_COLUMN[ctx.alpha_orientation])
-        for cid, value in _by_criterion(raters, alpha_of).items():
+        alpha_of = alpha_on(ALPHA_COLUMN[ctx.alpha_orientation])
+        for cid, value in by_group(raters, alpha_of).items():
             per_criterion[cid]["alpha"] = value
         # one item = one pair: all its ratings on every criterion move together
-        boot = item_bootstrap(raters.reset_index(drop=True), _mean_over_criteria(alpha_of),
+        boot = item_bootstrap(raters.reset_index(drop=True), mean_over_groups(alpha_of),
                               raters["pair_id"].to_numpy(), **boot_kw)
         metrics["alpha"] = from_bootstrap(boot, "pairs", level="ordinal", raters=len(ctx.judges), scale="0-10",
                                           orientation=ctx.alpha_orientation,
@@ -213,9 +209,9 @@ def audit_reliability(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *
                 why += "; rejected: " + ", ".join(f"{k} {v}" for k, v in sorted(para_rejected.items()))
             metrics["paraphrase_rho"] = metric(None, n=0, reason=why)
         else:
-            for cid, value in _by_criterion(para, _rho).items():
+            for cid, value in by_group(para, _rho).items():
                 per_criterion[cid]["paraphrase_rho"] = value
-            boot = item_bootstrap(para.reset_index(drop=True), _mean_over_criteria(_rho), para["pair_id"].to_numpy(),
+            boot = item_bootstrap(para.reset_index(drop=True), mean_over_groups(_rho), para["pair_id"].to_numpy(),
                                   **boot_kw)
             metrics["paraphrase_rho"] = from_bootstrap(boot, "pairs", paraphrases=len(para_texts),
                                                        statistic="mean Spearman ρ of per-pair scores",

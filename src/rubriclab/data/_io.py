@@ -55,7 +55,9 @@ def _read_text(path: Path, strict: bool = False) -> str:
         ) from None
 
 
-def _jsonl_rows(text: str, path: Path) -> list[tuple[int, dict]]:
+def jsonl_rows(text: str, path: Path) -> list[tuple[int, dict]]:
+    """``(line number, object)`` of each non-blank line of JSON-lines ``text`` read from ``path``; a line that is not one
+    JSON object, or is past ``MAX_LINE_CHARS``, is an ``InputError`` naming the file and the line."""
     rows = []
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -95,7 +97,7 @@ def _json_rows(text: str, path: Path) -> list[tuple[int, dict]]:
                 line=getattr(exc, "lineno", None),
                 expected="a JSON array of objects",
             ) from None
-        return _jsonl_rows(text, path)  # many ".json" files on the hub are JSON lines
+        return jsonl_rows(text, path)  # many ".json" files on the hub are JSON lines
     items = obj if isinstance(obj, list) else [obj]
     rows = []
     for i, item in enumerate(items, start=1):  # "line" is the item's 1-based index here
@@ -154,7 +156,7 @@ def read_rows(path: str | Path, *, strict_utf8: bool = False) -> list[tuple[int,
     if fmt == "csv":
         return _csv_rows(path, strict_utf8)
     text = _read_text(path, strict_utf8)
-    return _jsonl_rows(text, path) if fmt == "jsonl" else _json_rows(text, path)
+    return jsonl_rows(text, path) if fmt == "jsonl" else _json_rows(text, path)
 
 
 def columns_of(rows: Iterable[tuple[int, dict]]) -> list[str]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab.data._clean import _meta, clean_pairs, drop_oversized, max_chars_of
-from rubriclab.data._io import _jsonl_rows, columns_of, read_rows, require_columns
+from rubriclab.data._io import columns_of, jsonl_rows, read_rows, require_columns
 from rubriclab.data._parsers import format_options, get_format, parse_rows
 from rubriclab.data._schema import Pair, stable_hash, stable_id
 from rubriclab.errors import ConfigError, InputError
@@ -67,7 +67,7 @@ def load_demo(spec: dict, base_dir: Path, name: str) -> LoadResult:
     for d in [domain] if domain else list(DEMO_DOMAINS):
         label = f"rubriclab/data/demo/{d}.jsonl"
         text = resources.files("rubriclab.data").joinpath("demo", f"{d}.jsonl").read_text(encoding="utf-8")
-        part = _finish(_jsonl_rows(text, Path(label)), Counter(), label, None)
+        part = _finish(jsonl_rows(text, Path(label)), Counter(), label, None)
         result.pairs += part.pairs
         result.drops.update(part.drops)
         result.source = label if domain else result.source

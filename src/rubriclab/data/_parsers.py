@@ -15,10 +15,10 @@ from typing import Any
 from rubriclab.data._clean import text_problem
 from rubriclab.data._io import require_columns
 from rubriclab.data._schema import stable_id
-from rubriclab.errors import ConfigError
+from rubriclab.errors import ConfigError, RubricLabError
 
 
-class Drop(Exception):
+class Drop(RubricLabError):
     """A row cannot become a pair; ``reason`` is counted, never hidden."""
 
     def __init__(self, reason: str) -> None:

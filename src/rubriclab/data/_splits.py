@@ -11,7 +11,7 @@ from pathlib import Path
 from rubriclab.data._io import write_splits
 from rubriclab.data._loaders import LoadResult, load_source_detailed
 from rubriclab.data._schema import Pair
-from rubriclab.errors import ConfigError
+from rubriclab.errors import ArgumentError, ConfigError
 from rubriclab.settings import Data, Premise, RipdSetting, as_section
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def _split(pairs: Iterable[Pair], sizes: dict[str, int], seed: int, salt: str) -
     ids = [p.id for p in pairs]
     if len(set(ids)) != len(ids):
         dup = next(i for i, c in Counter(ids).items() if c > 1)
-        raise ValueError(f"pair id '{dup}' occurs more than once; clean_pairs the input first")
+        raise ArgumentError(f"pair id '{dup}' occurs more than once; clean_pairs the input first")
     want = allocate(len(pairs), sizes)
     if want != sizes:
         log.warning("%s: only %d pairs for %s requested; shrunk to %s", salt, len(pairs), sizes, want)

@@ -21,8 +21,16 @@ from sklearn.cluster import AgglomerativeClustering
 
 from rubriclab.discover._validate import EXPLAIN, Echo, check_criterion, count_reasons, echo_of
 from rubriclab.errors import InvariantError, ParseFailure
-from rubriclab.llm import CallRequest, CallResult, Gateway, RoleSpec, embed_texts, extract_json, load_prompt
-from rubriclab.llm._store import CallStore
+from rubriclab.llm import (
+    CallRequest,
+    CallResult,
+    CallStore,
+    Gateway,
+    RoleSpec,
+    embed_texts,
+    extract_json,
+    load_prompt,
+)
 from rubriclab.rubrics import slugify, unique_id
 
 _SNAKE = re.compile(r"^[a-z][a-z0-9]*(?:_[a-z0-9]+)*$")

@@ -19,8 +19,7 @@ from rubriclab.discover._select import filter_pool, mmr_select
 from rubriclab.discover._shortfall import discovered_reason, pref_reason, shortfall
 from rubriclab.discover._validate import merge_counts
 from rubriclab.errors import InvariantError
-from rubriclab.llm import Gateway, RoleSpec, embed_texts
-from rubriclab.llm._store import CallStore
+from rubriclab.llm import CallStore, Gateway, RoleSpec, embed_texts
 from rubriclab.rubrics import Criterion, RubricSet
 from rubriclab.settings import Discover, as_section
 

@@ -33,6 +33,19 @@ __all__ += [
     "serialize_cases", "report_on_test", "textgrad", "validate",
 ]
 
+# -- the search as a grid study, and the run's summary (drift stage) -------------------------------------
+from rubriclab.drift._study import (  # noqa: E402
+    KNOBS,
+    point_label,
+    search_grid,
+    search_study,
+    search_study_name,
+)
+from rubriclab.drift._summary import empty_reasons, run_summary, stealth_table, transfer_table  # noqa: E402
+
+__all__ += ["KNOBS", "empty_reasons", "point_label", "run_summary", "search_grid", "search_study",
+            "search_study_name", "stealth_table", "transfer_table"]
+
 # -- stealth check and transfer ------------------------------------------------------------------------
 from rubriclab.drift._stealth import (  # noqa: E402
     STEALTH_PROMPT,
@@ -49,9 +62,31 @@ from rubriclab.drift._gate import (  # noqa: E402
     DriftCheck,
     compare_verdicts,
     drift_check,
+    gate_seed,
+)
+from rubriclab.drift._gate_data import (  # noqa: E402
+    PAIR_COLUMNS,
+    detect_layout,
+    limit_per_domain,
+    load_file,
+    load_gate_data,
 )
 from rubriclab.drift._gate_report import gate_markdown, write_gate_report  # noqa: E402
 
-__all__ += ["DriftCheck", "cluster_names", "compare_verdicts", "default_k", "drift_check", "gate_markdown",
+__all__ += ["DriftCheck", "PAIR_COLUMNS", "cluster_names", "compare_verdicts", "default_k", "detect_layout",
+            "drift_check", "gate_markdown", "gate_seed", "limit_per_domain", "load_file", "load_gate_data",
             "prompt_clusters", "write_gate_report"]
 
+
+# -- the drift stage's comparison table and figure (matplotlib: imported on first use) --------------------------
+_OUTPUTS = ("LABELS", "comparison_figure", "comparison_markdown", "method_rows", "transfer_markdown")
+
+__all__ += list(_OUTPUTS)
+
+
+def __getattr__(name: str):
+    if name in _OUTPUTS:
+        from rubriclab.drift import _outputs
+
+        return getattr(_outputs, name)
+    raise AttributeError(f"module 'rubriclab.drift' has no attribute {name!r}")

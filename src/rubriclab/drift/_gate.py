@@ -31,7 +31,11 @@ agreement credits are paired. Per domain (or prompt cluster):
   A pass on a domain says only that no drop of at least its MDE was seen.
 
 **Benchmark preservation** (``bench_domain`` given): the benchmark is preserved when its agreement does not
-drop by more than ``epsilon`` (default 0.05, RIPD's ε_train) and shows no significant drop.
+drop by more than ``epsilon`` (RIPD's ε_train) and shows no significant drop.
+
+**Settings**: one ``rubriclab.settings.Gate`` (params.yaml's ``drift.gate``: ``alpha``, ``power``, ``n_boot``,
+``confidence``, ``tie_credit``, ``epsilon``, ``samples``, ``seed``), passed whole; every default is the schema's.
+The seed must be resolved (``drift.gate.seed``, else ``data.seed``: ``rubriclab drift check`` does so).
 
 **Flags** (any flag fails the gate):
 
@@ -59,7 +63,8 @@ from rubriclab.data import Pair, stable_hash
 from rubriclab.errors import InputError
 from rubriclab.judging import PairwiseRubric, credit, judge_pairs
 from rubriclab.llm import Gateway, RoleSpec
-from rubriclab.stats import TIE_CREDIT, bh_adjust, mde_drop, paired_bootstrap, sign_test
+from rubriclab.settings import Gate
+from rubriclab.stats import bh_adjust, mde_drop, paired_bootstrap, sign_test
 
 OLD, NEW = "old", "new"
 DOMAIN_COLUMNS = [
@@ -148,13 +153,21 @@ def rubric_info(rubric: PairwiseRubric) -> dict[str, Any]:
     return {"name": rubric.name, "kind": rubric.kind, "digest": rubric.digest}
 
 
+def gate_seed(gate: Gate) -> int:
+    """The gate's seed; a ``Gate`` whose seed is null (``drift.gate.seed: null`` means ``data.seed``) is refused."""
+    if gate.seed is None:
+        raise InputError("gate.seed is null", field="seed",
+                         expected="a resolved seed: drift.gate.seed, else data.seed (Gate(seed=...))")
+    return int(gate.seed)
+
+
 def drift_check(old: PairwiseRubric, new: PairwiseRubric, pairs: Sequence[Pair], *, gateway: Gateway,
-                judge: RoleSpec, seed: int, bench_domain: str | None = None, alpha: float = 0.05,
-                power: float = 0.8, n_boot: int = 2000, confidence: float = 0.95, tie_credit: float = TIE_CREDIT,
-                epsilon: float = 0.05, samples: int = 1, templates_dir: str | None = None,
+                judge: RoleSpec, gate: Gate, bench_domain: str | None = None, templates_dir: str | None = None,
                 grouping: str = "domain") -> DriftCheck:
     """Judge ``pairs`` under ``old`` and ``new`` with ``judge`` and compare them per ``pair.domain``
-    (see the module docstring for the statistics and the flags). ``seed`` fixes the A/B presentation."""
+    (see the module docstring for the statistics and the flags) with the settings of ``gate``
+    (``drift.gate``, its seed resolved: it fixes the A/B presentation)."""
+    seed = gate_seed(gate)
     if not pairs:
         raise InputError("no pairs to judge", field="pairs", expected="at least one preference pair")
     ids = [p.id for p in pairs]
@@ -164,14 +177,13 @@ def drift_check(old: PairwiseRubric, new: PairwiseRubric, pairs: Sequence[Pair],
     if bench_domain is not None and bench_domain not in {p.domain for p in pairs}:
         raise InputError(f"benchmark domain {bench_domain!r} is not in the data", field="bench",
                          expected=f"one of: {', '.join(sorted({p.domain for p in pairs}))}")
+    samples = int(gate.samples)
     rows = judge_pairs({OLD: old, NEW: new}, pairs, gateway=gateway, judge=judge, seed=seed, samples=samples,
                        templates_dir=templates_dir, desc="drift gate: judge pairs")
-    settings = {"alpha": alpha, "power": power, "n_boot": n_boot, "confidence": confidence, "tie_credit": tie_credit,
-                "epsilon": epsilon, "seed": seed, "samples": samples, "bench_domain": bench_domain,
+    settings = {**_statistics(gate), "seed": seed, "samples": samples, "bench_domain": bench_domain,
                 "judge": judge.model, "judge_temperature": judge.temperature, "grouping": grouping,
                 "n_pairs": len(pairs)}
-    result = compare_verdicts(rows, pairs, bench_domain=bench_domain, alpha=alpha, power=power, n_boot=n_boot,
-                              confidence=confidence, tie_credit=tie_credit, epsilon=epsilon, seed=seed)
+    result = compare_verdicts(rows, pairs, gate, bench_domain=bench_domain)
     result.old, result.new = rubric_info(old), rubric_info(new)
     result.settings = {**settings, **result.settings}
     if old.digest == new.digest:
@@ -179,11 +191,21 @@ def drift_check(old: PairwiseRubric, new: PairwiseRubric, pairs: Sequence[Pair],
     return result
 
 
-def compare_verdicts(rows: pd.DataFrame, pairs: Sequence[Pair], *, bench_domain: str | None = None,
-                     alpha: float = 0.05, power: float = 0.8, n_boot: int = 2000, confidence: float = 0.95,
-                     tie_credit: float = TIE_CREDIT, epsilon: float = 0.05, seed: int = 0) -> DriftCheck:
+def _statistics(gate: Gate) -> dict[str, Any]:
+    """The gate's statistical settings as numbers, in the order the report lists them."""
+    return {"alpha": float(gate.alpha), "power": float(gate.power), "n_boot": int(gate.n_boot),
+            "confidence": float(gate.confidence), "tie_credit": float(gate.tie_credit),
+            "epsilon": float(gate.epsilon)}
+
+
+def compare_verdicts(rows: pd.DataFrame, pairs: Sequence[Pair], gate: Gate, *,
+                     bench_domain: str | None = None) -> DriftCheck:
     """The gate's statistics on already-judged rows (``judge_pairs`` output with rubrics named ``"old"`` and
-    ``"new"``); the grouping is each pair's ``domain``. No model calls."""
+    ``"new"``) with the settings of ``gate`` (its seed resolved); the grouping is each pair's ``domain``. No model
+    calls."""
+    stats = _statistics(gate)
+    alpha, power, n_boot, confidence, tie_credit, epsilon = stats.values()
+    seed = gate_seed(gate)
     if not 0 < alpha < 1:
         raise InputError(f"alpha={alpha!r}", field="alpha", expected="a level in (0, 1)")
     if epsilon < 0:

@@ -13,6 +13,7 @@ from rubriclab.drift._baselines import few_shot_icl, random_search, textgrad
 from rubriclab.drift._engine import Candidate, DriftData, DriftSettings, Judging, Registry
 from rubriclab.drift._search import biased_search
 from rubriclab.drift._select import seed_on_val, select, validate
+from rubriclab.errors import ArgumentError
 from rubriclab.llm import Gateway, RoleSpec
 from rubriclab.rubrics import JudgeTemplate
 
@@ -64,7 +65,7 @@ def run_method(ctx: DriftContext, method: str, settings: DriftSettings | None = 
     elif method == "ours":
         res = biased_search(ctx.seed, data=ctx.data, judging=ctx.judging, method=label, **common)
     else:
-        raise ValueError(f"unknown method {method!r}")
+        raise ArgumentError(f"unknown method {method!r}")
     pool = res["pool"][: s.drift.val_budget]
     validate(pool, ctx.seed_val, data=ctx.data, judging=ctx.judging, settings=s)
     chosen, reason = select(pool, ctx.seed_val)

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from rubriclab.data import Pair, present
+from rubriclab.errors import ArgumentError
 from rubriclab.judging._rubric import PairwiseRubric
 from rubriclab.llm import CallRequest, Gateway, RoleSpec, answer_format
 from rubriclab.stats import (
@@ -52,7 +53,7 @@ def judge_pairs(rubrics: Mapping[str, Any] | Sequence[Any], pairs: Sequence[Pair
         rubrics = {r.name: r for r in rubrics}
     rubrics = {name: PairwiseRubric.of(r, name=name) for name, r in rubrics.items()}
     if samples < 1:
-        raise ValueError(f"samples={samples}: need at least one draw per verdict")
+        raise ArgumentError(f"samples={samples}: need at least one draw per verdict")
     views = {p.id: present(p, seed) for p in pairs}
     domains = {p.id: p.domain for p in pairs}
     requests = [

@@ -19,9 +19,10 @@ from rubriclab.llm._parsers import (
     parse_yes_no,
     score_parser,
 )
-from rubriclab.llm._roles import ROLES, RoleSpec, panel, role_from_dict, roles_from_params
+from rubriclab.llm._roles import HF_ROLES, ROLES, RoleSpec, panel, role_from_dict, roles_from_params
+from rubriclab.llm._schema_bounds import bounded_integer
 from rubriclab.llm._scoring import yes_no_gap
-from rubriclab.llm._store import CallRecord, CallStore, SQLiteCallStore, call_key, open_store
+from rubriclab.llm._store import CallRecord, CallStore, SQLiteCallStore, call_key, open_store, store_salt
 from rubriclab.llm._templates import (
     PROMPTS,
     TRUSTED_IN,
@@ -40,7 +41,7 @@ from rubriclab.llm._templates import (
     undelimited_placeholders,
     warn_undelimited,
 )
-from rubriclab.llm._weights import locate_model_file
+from rubriclab.llm._weights import CHAT_MODELS, locate_model_file
 from rubriclab.settings import Llm, Params, section_of
 
 # Names from the modules that import litellm (3-6 s of a process's start here: litellm and the openai SDK's types), loaded
@@ -50,21 +51,25 @@ _LAZY = {
     "BudgetExceededError": "_budget", "SpendBudget": "_budget",
     "distinct_draws": "_draws", "draw_identity": "_draws",
     "embed_texts": "_embed",
+    # not imported with the package: `python -m rubriclab.llm._engine` (the install's smoke check) runs it as __main__
+    "PORTABLE_ISA": "_engine", "EngineBuild": "_engine", "engine_build": "_engine", "smoke_check": "_engine",
     "DEFAULT_MAX_FAILURE_SHARE": "_failures", "CallTally": "_failures", "RoleTally": "_failures",
     "TalliedGateway": "_failures", "check_calls": "_failures",
     "CallRequest": "_gateway", "CallResult": "_gateway", "Gateway": "_gateway",
     "LocalProvider": "_local", "local_provider": "_local",
-    "register_provider": "_providers", "registered_providers": "_providers",
+    "chat_response": "_providers", "fill_embedding_response": "_providers", "register_provider": "_providers",
+    "registered_providers": "_providers",
 }
 
 if TYPE_CHECKING:
     from rubriclab.llm._budget import BudgetExceededError, SpendBudget
     from rubriclab.llm._draws import distinct_draws, draw_identity
     from rubriclab.llm._embed import embed_texts
+    from rubriclab.llm._engine import PORTABLE_ISA, EngineBuild, engine_build, smoke_check
     from rubriclab.llm._failures import DEFAULT_MAX_FAILURE_SHARE, CallTally, RoleTally, TalliedGateway, check_calls
     from rubriclab.llm._gateway import CallRequest, CallResult, Gateway
     from rubriclab.llm._local import LocalProvider, local_provider
-    from rubriclab.llm._providers import register_provider, registered_providers
+    from rubriclab.llm._providers import chat_response, fill_embedding_response, register_provider, registered_providers
 
 
 def __getattr__(name: str) -> Any:
@@ -129,6 +134,8 @@ __all__ = [
     "open_store", "panel", "parse_pass_fail", "parse_prompt", "parse_verdict", "parse_yes_no", "prepare_roles",
     "register_prompt", "register_provider", "registered_providers", "role_from_dict", "roles_from_params",
     "score_parser", "store_location", "yes_no_gap",
+    "CHAT_MODELS", "HF_ROLES", "PORTABLE_ISA", "EngineBuild", "bounded_integer", "chat_response", "engine_build",
+    "fill_embedding_response", "smoke_check", "store_salt",
     "Delimiters", "TRUSTED_IN", "TRUSTED_PLACEHOLDERS", "UndelimitedPlaceholderWarning", "delimiters_of", "escape_for",
     "escape_value", "slot_delimiters", "trusted_placeholders", "undelimited_placeholders", "warn_undelimited",
 ]

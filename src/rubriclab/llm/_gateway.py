@@ -12,7 +12,7 @@ from typing import Any
 import litellm
 from tqdm.auto import tqdm
 
-from rubriclab.errors import ParseFailure
+from rubriclab.errors import ArgumentError, ModelCallError, ParseFailure
 from rubriclab.llm._budget import BudgetExceededError, BudgetStop, SpendBudget, SpendGuard, price_of
 from rubriclab.llm._heap import old_objects_frozen
 from rubriclab.llm._limits import ModelLimiter
@@ -124,7 +124,7 @@ class CallResult:
         return self.request.tag
 
 
-class _NotSent(Exception):
+class _NotSent(ModelCallError):
     """A call the gateway did not send (its endpoint ignored max_tokens earlier in the run); the message says why."""
 
 
@@ -336,8 +336,8 @@ class Gateway:
                  send_turns: int | None = TURNS, freeze_old_objects: bool = True,
                  provider_processes: int = 1) -> None:
         if provider_processes < 1:
-            raise ValueError(f"provider_processes must be at least 1 (1: calls made in this process), "
-                             f"got {provider_processes}")
+            raise ArgumentError(f"provider_processes must be at least 1 (1: calls made in this process), "
+                                f"got {provider_processes}")
         self.store = store
         self.stage = stage
         self.spend = SpendGuard(budget or SpendBudget(), stage)  # fresh calls of this gateway vs llm.budget

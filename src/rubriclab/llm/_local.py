@@ -24,7 +24,7 @@ from typing import Any
 
 import litellm
 
-from rubriclab.errors import MissingDependencyError, ModelCallError
+from rubriclab.errors import ArgumentError, MissingDependencyError, ModelCallError
 from rubriclab.llm._kvstates import ATTR as KV_STATES_ATTR
 from rubriclab.llm._kvstates import KVStates, kv_states
 from rubriclab.llm._loops import REPETITION, LoopStop
@@ -49,7 +49,7 @@ def local_threads() -> int:
     if not raw:
         return os.cpu_count() or 2
     if not raw.isdigit() or int(raw) < 1:
-        raise ValueError(f"${THREADS_ENV}: got {raw!r}; expected an integer >= 1 (CPU threads for the embedded models)")
+        raise ArgumentError(f"${THREADS_ENV}: got {raw!r}; expected an integer >= 1 (CPU threads for the embedded models)")
     return int(raw)
 
 

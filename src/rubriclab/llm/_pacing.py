@@ -24,6 +24,8 @@ import asyncio
 import threading
 from collections.abc import Hashable
 
+from rubriclab.errors import ArgumentError
+
 TURNS = 2  # the best of 1-4 (benchmarks/gateway.py --turns N; benchmarks/README.md)
 HOLD_S = 0.1  # a request build is ~2-5 ms of CPU; past this, the turn goes back unsignalled
 
@@ -62,7 +64,7 @@ class SendPacer:
 
     def __init__(self, turns: int = TURNS, hold_s: float = HOLD_S) -> None:
         if turns < 1:
-            raise ValueError(f"send turns must be at least 1, got {turns}")
+            raise ArgumentError(f"send turns must be at least 1, got {turns}")
         self.turns = turns
         self.hold_s = hold_s
         self.semaphore = asyncio.Semaphore(turns)

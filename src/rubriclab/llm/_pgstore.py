@@ -14,7 +14,6 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from rubriclab._owner import HOST, process_owner
 from rubriclab.errors import ConfigError, MissingDependencyError
 from rubriclab.llm._store import (
     BATCH_COLUMNS,
@@ -24,6 +23,7 @@ from rubriclab.llm._store import (
     embed_key,
     record_row,
 )
+from rubriclab.owner import HOST, process_owner
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS calls (

@@ -40,6 +40,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from rubriclab.errors import ArgumentError, ModelCallError
 from rubriclab.llm._reply_cap import capped
 from rubriclab.llm._retry import RemoteFailure, error_name, is_retryable, retry_after_seconds
 
@@ -49,8 +50,9 @@ FIX = "set llm.provider_processes: 1 to make the calls in the stage's own proces
 REPLY_CAP_ARG = "_rubriclab_reply_cap"  # travels with a call's kwargs; the worker reads it, litellm never sees it
 
 
-class ProviderProcessError(RuntimeError):
-    """A provider process could not be started."""
+class ProviderProcessError(ModelCallError, RuntimeError):
+    """A provider process could not be started (so the calls cannot be made). A RuntimeError too, as it was before it
+    joined the hierarchy."""
 
 
 # Messages, each a tuple of plain values; a call's arguments, a reply and a failure travel pickled inside them, so one
@@ -250,7 +252,7 @@ class ProviderProcesses:
 
     def __init__(self, n: int, turns: int | None, python: str = sys.executable) -> None:
         if n < 2:
-            raise ValueError(f"provider processes: at least 2 (1 is the gateway's own process), got {n}")
+            raise ArgumentError(f"provider processes: at least 2 (1 is the gateway's own process), got {n}")
         self.n = n
         self.turns = turns or 0
         self.python = python

@@ -19,6 +19,8 @@ import math
 from collections.abc import Iterator
 from typing import Any
 
+from rubriclab.errors import RubricLabError
+
 MARKER = "rubriclab: reply past its cap"
 # room per token: its text (a token is rarely over 16 bytes, ~4 on average) and, with logprobs, each alternative's
 # entry ({"token": …, "logprob": …, "bytes": […]}); plus the JSON envelope (id, usage, finish reason)
@@ -30,7 +32,7 @@ BYTES_PER_TOKEN = 4  # what a cut reply is counted at: ~4 bytes of reply per tok
 _CAP: contextvars.ContextVar[int | None] = contextvars.ContextVar("rubriclab_reply_cap", default=None)
 
 
-class ReplyTooLargeError(Exception):
+class ReplyTooLargeError(RubricLabError):
     """A reply's body was past its call's cap (``read``: bytes seen, or the Content-Length announced)."""
 
     def __init__(self, read: int, cap: int, whole: bool = False) -> None:

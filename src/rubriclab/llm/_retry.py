@@ -13,11 +13,12 @@ import httpx
 import litellm
 import openai
 
+from rubriclab.errors import RubricLabError
 from rubriclab.llm._reply_cap import ReplyTooLargeError, is_reply_too_large
 from rubriclab.secrets import redact_text
 
 
-class MalformedResponseError(Exception):
+class MalformedResponseError(RubricLabError):
     """The provider answered 200 with a body that is not a usable chat completion (no choices, no message
     content): a transport fault, retried with the same request. Only a well-formed reply whose text does
     not parse is re-asked."""
@@ -36,7 +37,7 @@ def check_response(resp: Any) -> None:
         raise MalformedResponseError(f"provider response has no message content (content={content!r})")
 
 
-class RemoteFailure(Exception):
+class RemoteFailure(RubricLabError):
     """A provider call's failure in a provider process (``llm._processes``), as this layer needs it: the error's
     class name (``type_name``) and message, whether it is retried (classified where it was raised), and the server's
     Retry-After in seconds."""

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from rubriclab._owner import HOST, owner_is_gone, process_owner
 from rubriclab.errors import ConfigError
+from rubriclab.owner import HOST, owner_is_gone, process_owner
 from rubriclab.secrets import public_endpoint, public_request_params, scrub
 
 

@@ -53,3 +53,16 @@ __all__ += ["DEFAULT_CUES", "UMAP_MIN_ITEMS", "lexical_cues", "lr_weights", "wor
 from rubriclab.probe._leakage import baseline_rubric_items, rubric_prior_leakage  # noqa: E402
 
 __all__ += ["baseline_rubric_items", "rubric_prior_leakage"]
+
+# -- the probe stage's analyses per cohort and its summary.md pieces (_cohorts.py, _summary.py) ------------------
+from rubriclab.probe._cohorts import (  # noqa: E402
+    counterfactual_sections,
+    probe_cohort,
+    semantic_sections,
+    split_cohorts,
+    transfer_section,
+)
+from rubriclab.probe._summary import file_part, label_line, probe_markdown, rates_markdown  # noqa: E402
+
+__all__ += ["counterfactual_sections", "file_part", "label_line", "probe_cohort", "probe_markdown", "rates_markdown",
+            "semantic_sections", "split_cohorts", "transfer_section"]

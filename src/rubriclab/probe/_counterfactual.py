@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rubriclab.errors import ParseFailure
+from rubriclab.errors import ArgumentError, ParseFailure
 from rubriclab.llm import CallRequest, Gateway, RoleSpec, distinct_draws, load_prompt, register_prompt
 from rubriclab.probe._label import is_missing_text, judge_items, parse_free_text
 from rubriclab.stats import item_bootstrap
@@ -54,7 +54,7 @@ def _sample(items: pd.DataFrame, n_items: int | None, seed: int) -> pd.DataFrame
     one rubric per conversation" — then a seeded sample of ``n_items`` of those conversations (all, in order,
     when None or not fewer than there are)."""
     if n_items is not None and n_items < 0:
-        raise ValueError(f"n_items must be >= 0 or None, got {n_items}")
+        raise ArgumentError(f"n_items must be >= 0 or None, got {n_items}")
     if "record_id" in items.columns and len(items):
         items = items.groupby("record_id", sort=False, group_keys=False).sample(n=1, random_state=seed).sort_index()
     if n_items is None or n_items >= len(items):

@@ -36,8 +36,7 @@ from typing import Any
 
 import pandas as pd
 
-from rubriclab.data._io import _jsonl_rows
-from rubriclab.data._parsers import render_messages
+from rubriclab.data import jsonl_rows, render_messages
 from rubriclab.errors import ConfigError, InputError
 from rubriclab.paths import display_path
 from rubriclab.settings import ITEM_FORMATS as SCHEMA_ITEM_FORMATS
@@ -92,7 +91,7 @@ def _records(path: Path) -> list[tuple[int, dict]]:
                 )
             out.append((i, item))
         return out
-    return _jsonl_rows(text, path)  # the data package's JSON-lines reader: same errors as pair files
+    return jsonl_rows(text, path)  # the data package's JSON-lines reader: same errors as pair files
 
 
 def detect_format(record: dict) -> str | None:

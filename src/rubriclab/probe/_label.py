@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rubriclab.errors import ParseFailure
+from rubriclab.errors import ArgumentError, ParseFailure
 from rubriclab.llm import CallRequest, RoleSpec, answer_format, distinct_draws, load_prompt, register_prompt
 from rubriclab.stats import majority_vote
 
@@ -110,7 +110,7 @@ def judge_items(items: pd.DataFrame, *, gateway, judge: RoleSpec, templates_dir:
     calls.
     """
     if samples < 1:
-        raise ValueError(f"samples must be >= 1, got {samples}")
+        raise ArgumentError(f"samples must be >= 1, got {samples}")
     df = items.copy()
     labels = np.full(len(df), np.nan)
     status = ["failed"] * len(df)

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 
 from rubriclab.errors import InputError
-from rubriclab.stats._checks import item_codes, positive_int, probability
+from rubriclab.stats import item_codes, positive_int, probability
 
 METRICS = ("accuracy", "precision", "recall", "f1", "balanced_accuracy", "roc_auc")
 COUNT_METRICS = METRICS[:-1]

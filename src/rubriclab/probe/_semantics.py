@@ -26,6 +26,7 @@ import pandas as pd  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 from rubriclab import atomic  # noqa: E402
+from rubriclab.errors import ArgumentError  # noqa: E402
 from rubriclab.settings import PROBE_PROJECTIONS  # noqa: E402
 
 DEFAULT_CUES: tuple[str, ...] = ("must", "should", "not", "avoid", "recommend", "mention", "explain", "ask",
@@ -46,11 +47,11 @@ def _prepare(items: pd.DataFrame) -> tuple[pd.DataFrame, int, np.ndarray]:
     boolean mask of kept rows in the input's order."""
     missing = {"criterion", "label"} - set(items.columns)
     if missing:
-        raise ValueError(f"rubric items lack column(s) {sorted(missing)}")
+        raise ArgumentError(f"rubric items lack column(s) {sorted(missing)}")
     lab = pd.to_numeric(items["label"], errors="coerce")
     bad = lab.notna() & ~lab.isin([0, 1])
     if bad.any():
-        raise ValueError(f"labels must be 0, 1 or NaN (failed); got {sorted(set(lab[bad].tolist()))[:5]}")
+        raise ArgumentError(f"labels must be 0, 1 or NaN (failed); got {sorted(set(lab[bad].tolist()))[:5]}")
     keep = lab.notna().to_numpy()
     df = items.loc[keep].copy()
     df["label"] = lab[keep].astype(int).to_numpy()
@@ -241,12 +242,12 @@ def lr_weights(fitted_lr: Any | None, items: pd.DataFrame, top: int = 15, seed: 
     coef = np.asarray(clf.coef_)
     classes = list(clf.classes_)
     if coef.shape[0] != 1 or len(classes) != 2:
-        raise ValueError(f"expected a binary classifier, got classes {classes}")
+        raise ArgumentError(f"expected a binary classifier, got classes {classes}")
     feats = np.asarray(vec.get_feature_names_out())
     w = coef[0].astype(float)
     if len(w) != len(feats):
-        raise ValueError(f"classifier has {len(w)} weights but the vectorizer {len(feats)} features "
-                         "(a step between them changes the features)")
+        raise ArgumentError(f"classifier has {len(w)} weights but the vectorizer {len(feats)} features "
+                            "(a step between them changes the features)")
     pos_class = classes[1]
     try:
         flip = int(float(pos_class)) == 0
@@ -415,11 +416,11 @@ def projection(items: pd.DataFrame, vectors: Any, seed: int = 0, min_umap: int =
     Table: ``item_id, record_id, label, [dataset,] x, y, method``.
     """
     if method not in PROBE_PROJECTIONS:
-        raise ValueError(f"projection method {method!r}; allowed: {', '.join(PROBE_PROJECTIONS)}")
+        raise ArgumentError(f"projection method {method!r}; allowed: {', '.join(PROBE_PROJECTIONS)}")
     df, n_failed, keep = _prepare(items)
     V = np.asarray(vectors, dtype=float)
     if V.ndim != 2 or V.shape[0] != len(items):
-        raise ValueError(f"vectors must have shape (len(items)={len(items)}, d); got {V.shape}")
+        raise ArgumentError(f"vectors must have shape (len(items)={len(items)}, d); got {V.shape}")
     V = V[keep]
     n = len(df)
     notes: list[str] = []

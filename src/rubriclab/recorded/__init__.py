@@ -35,7 +35,19 @@ from rubriclab.recorded._analysis import (
     rater_agreement,
 )
 from rubriclab.recorded._biases import contains_list
-from rubriclab.recorded._card import card_markdown, cells_frame, write_card
+from rubriclab.recorded._card import (
+    BIAS_HEADER,
+    bias_tables,
+    card_markdown,
+    cells_frame,
+    headline,
+    jsonable,
+    leaderboard_gate_markdown,
+    leaderboard_md,
+    write_card,
+)
+from rubriclab.recorded._leaderboard import leaderboard_gate
+from rubriclab.recorded._metrics import SUMMARY_METRICS, stage_metrics, summary_lines
 from rubriclab.recorded._publisher import pandalm_claims, publisher_check
 from rubriclab.recorded._records import (
     CHOICES,
@@ -63,6 +75,7 @@ for _format in FORMATS:  # every module of formats/ registers its reader (rubric
     __import__(f"rubriclab.recorded.formats.{_format}")
 
 _LAZY = {"recorded_gate": "rubriclab.recorded._gate", "gate_inputs": "rubriclab.recorded._gate",
+         "recorded_gate_settings": "rubriclab.recorded._gate",
          "read_store": "rubriclab.recorded._callstore"}
 
 
@@ -75,6 +88,7 @@ def __getattr__(name: str):  # the gate and the call store import rubriclab.llm 
 
 
 __all__ = [
+    "BIAS_HEADER",
     "CELL_METRICS",
     "CHOICES",
     "FORMATS",
@@ -92,6 +106,7 @@ __all__ = [
     "alpha_from_parts",
     "alpha_parts",
     "analyze",
+    "bias_tables",
     "card_markdown",
     "category_counts",
     "cells_frame",
@@ -102,9 +117,14 @@ __all__ = [
     "formats",
     "gate_inputs",
     "get_format",
+    "headline",
+    "jsonable",
     "contains_list",
     "judgments_frame",
     "kappa_from_confusion",
+    "leaderboard_gate",
+    "leaderboard_gate_markdown",
+    "leaderboard_md",
     "llmbar_check",
     "llmbar_statistics",
     "macro_prf_from_confusion",
@@ -123,9 +143,13 @@ __all__ = [
     "read_table",
     "register_format",
     "recorded_gate",
+    "recorded_gate_settings",
     "shipped_path",
     "to_choice",
     "to_verdict",
     "tracking_location",
     "write_card",
+    "SUMMARY_METRICS",
+    "stage_metrics",
+    "summary_lines",
 ]

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from rubriclab.stats._bootstrap import finish_distribution
+from rubriclab.stats import finish_distribution
 
 ROW_CHUNK = 250  # replicates per count chunk: a (chunk × N) float block per product
 COL_BLOCK = 512  # columns per product: bounds the stacked parts at N × COL_BLOCK floats

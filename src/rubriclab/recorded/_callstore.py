@@ -36,8 +36,7 @@ from typing import Any
 from rubriclab.data import Pair, present
 from rubriclab.errors import InputError
 from rubriclab.judging import PairwiseRubric, pairwise_request
-from rubriclab.llm import CallRecord, CallRequest, CallStore, Gateway, RoleSpec, open_store
-from rubriclab.llm._store import store_salt
+from rubriclab.llm import CallRecord, CallRequest, CallStore, Gateway, RoleSpec, open_store, store_salt
 from rubriclab.recorded._records import Judgment, RecordedPair, RecordedSet, meta_tuple
 from rubriclab.stats import majority_decided, majority_vote
 

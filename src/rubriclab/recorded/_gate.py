@@ -9,6 +9,10 @@ label, or labelled a tie (the gate's reference is a strict preference), is left 
 judgment that is no verdict (``none``) is a failed item in the gate's convention — left out of both sides and
 counted (``n_failed_*``) — whereas the recorded card counts it wrong. Domains: each pair's ``domain`` (PandaLM's
 ``motivation_app``, a table's ``domain`` column); a source without any is one domain, ``all``.
+
+Settings: one ``rubriclab.settings.Gate``; ``recorded_gate_settings`` builds it from the recorded card's own statistics
+(``recorded.alpha``, ``power``, ``n_boot``, ``confidence``, ``tie_credit``, ``seed``) over ``drift.gate``'s
+``epsilon``, so that the gate and the card agree on the intervals and the tie rule.
 """
 
 from __future__ import annotations
@@ -21,8 +25,9 @@ from rubriclab.data import Pair
 from rubriclab.drift import DriftCheck, compare_verdicts
 from rubriclab.errors import InputError
 from rubriclab.judging import status_of
+from rubriclab.recorded._analysis import Settings
 from rubriclab.recorded._records import ORDERS, RecordedSet
-from rubriclab.stats import TIE_CREDIT
+from rubriclab.settings import Gate
 
 ONE_DOMAIN = "all"
 _LETTER = {"first": "A", "second": "B", "tie": "tie", "none": None}
@@ -93,11 +98,23 @@ def gate_inputs(rs: RecordedSet, *, judge: str, from_condition: str, to_conditio
     return pd.DataFrame(rows), pairs, notes
 
 
+def recorded_gate_settings(settings: Settings | None = None, gate: Gate | None = None) -> Gate:
+    """The recorded gate's settings: ``gate`` (``drift.gate``; None: the schema's) with the recorded card's
+    ``alpha``, ``power``, ``n_boot``, ``confidence``, ``tie_credit`` and ``seed`` (``settings``; None: the schema's
+    ``recorded`` defaults)."""
+    s = settings or Settings()
+    return (gate or Gate()).model_copy(update={k: getattr(s, k) for k in _FROM_CARD})
+
+
+_FROM_CARD = ("alpha", "power", "n_boot", "confidence", "tie_credit", "seed")
+
+
 def recorded_gate(rs: RecordedSet, *, judge: str, from_condition: str, to_condition: str,
                   to_judge: str | None = None, order: str = "original", bench_domain: str | None = None,
-                  alpha: float = 0.05, power: float = 0.8, n_boot: int = 2000, confidence: float = 0.95,
-                  tie_credit: float = TIE_CREDIT, epsilon: float = 0.05, seed: int = 0) -> DriftCheck:
-    """The drift gate's decision per domain between two sides of recorded verdicts (see the module docstring)."""
+                  gate: Gate | None = None) -> DriftCheck:
+    """The drift gate's decision per domain between two sides of recorded verdicts (see the module docstring), with
+    the settings of ``gate`` (None: ``recorded_gate_settings()``, the schema's defaults)."""
+    gate = gate if gate is not None else recorded_gate_settings()
     rows, pairs, notes = gate_inputs(rs, judge=judge, from_condition=from_condition, to_condition=to_condition,
                                      to_judge=to_judge, order=order)
     if not pairs:
@@ -106,8 +123,7 @@ def recorded_gate(rs: RecordedSet, *, judge: str, from_condition: str, to_condit
     if bench_domain is not None and bench_domain not in {p.domain for p in pairs}:
         raise InputError(f"benchmark domain {bench_domain!r} is not in the data", field="bench",
                          expected=f"one of: {', '.join(sorted({p.domain for p in pairs}))}")
-    res = compare_verdicts(rows, pairs, bench_domain=bench_domain, alpha=alpha, power=power, n_boot=n_boot,
-                           confidence=confidence, tie_credit=tie_credit, epsilon=epsilon, seed=seed)
+    res = compare_verdicts(rows, pairs, gate, bench_domain=bench_domain)
     to_judge = to_judge or judge
     res.old = {"name": f"{judge} · {from_condition}", "kind": "recorded verdicts", "digest": "—"}
     res.new = {"name": f"{to_judge} · {to_condition}", "kind": "recorded verdicts", "digest": "—"}

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rubriclab.errors import ArgumentError
+
 
 def _num(x: Any) -> float | None:
     if x is None:
@@ -53,7 +55,7 @@ def pareto_front(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def select(original: dict[str, Any], candidates: list[dict[str, Any]], delta: float) -> dict[str, Any]:
     """``{"chosen": candidate | None, "frontier": [...], "verdicts": {index: "pass" | reason}}``."""
     if delta < 0:
-        raise ValueError(f"delta must be >= 0 (a tolerance on the α loss); got {delta}")
+        raise ArgumentError(f"delta must be >= 0 (a tolerance on the α loss); got {delta}")
     verdicts = {c["index"]: verdict(original, c, delta) for c in candidates}
     passing = [c for c in candidates if verdicts[c["index"]] == "pass"]
     front = pareto_front(passing)

@@ -37,7 +37,7 @@ from scipy import stats
 
 from rubriclab import atomic
 from rubriclab.data import stable_hash, stable_id
-from rubriclab.errors import ConfigError, InputError, InvariantError
+from rubriclab.errors import ArgumentError, ConfigError, InputError, InvariantError
 from rubriclab.stats import item_bootstrap, krippendorff_alpha
 
 EXPLOITING = "EXPLOITING"
@@ -371,7 +371,7 @@ def normalize_label(value: Any) -> str | None:
         return None
     if s in LABEL_ALIASES:
         return LABEL_ALIASES[s]
-    raise ValueError(f"label {str(value)!r} is not one of {sorted(LABEL_ALIASES)} (case-insensitive)")
+    raise ArgumentError(f"label {str(value)!r} is not one of {sorted(LABEL_ALIASES)} (case-insensitive)")
 
 
 def read_labels(paths: Sequence[str | Path], sheet_ids: set[str] | None = None) -> pd.DataFrame:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rubriclab.audit import AuditContext, audit_adversarial, audit_reliability
-from rubriclab.audit._reliability import ALPHA_COLUMN
+from rubriclab.audit import ALPHA_COLUMN, AuditContext, audit_adversarial, audit_reliability
 from rubriclab.data import Pair
 from rubriclab.rubrics import Criterion, RubricSet
 

@@ -14,10 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from rubriclab.audit import interval, metric
-from rubriclab.audit._adversarial import _arrays, _macro_statistic
-from rubriclab.audit._reliability import _alpha_on, _mean_over_criteria
-from rubriclab.stats import item_bootstrap
+from rubriclab.audit import alpha_on, attack_arrays, interval, metric
+from rubriclab.errors import ArgumentError
+from rubriclab.stats import item_bootstrap, macro_rate, mean_over_groups
 
 METHOD = "paired percentile bootstrap"
 
@@ -29,13 +28,13 @@ def paired_delta_vfr(before: list[dict[str, Any]], after: list[dict[str, Any]], 
     index = {cid: k for k, cid in enumerate(criteria)}
     unknown = sorted({r["criterion"] for r in (*before, *after)} - set(index))
     if unknown:
-        raise ValueError(f"paired ΔVFR: attack rows of criteria {unknown}; expected only {criteria}")
+        raise ArgumentError(f"paired ΔVFR: attack rows of criteria {unknown}; expected only {criteria}")
     rows = [{**r, "_k": index[r["criterion"]]} for r in (*before, *after)]
     if not rows:
         return metric(None, n=0, reason="no attack on either side")
-    a = _arrays(rows)
+    a = attack_arrays(rows)
     side = np.r_[np.zeros(len(before), dtype=bool), np.ones(len(after), dtype=bool)]
-    macro = _macro_statistic(len(criteria))
+    macro = macro_rate(len(criteria))
 
     def delta(s: np.ndarray, k: np.ndarray, num: np.ndarray, den: np.ndarray) -> float:
         return macro(k[s], num[s], den[s]) - macro(k[~s], num[~s], den[~s])
@@ -52,7 +51,7 @@ def paired_delta_alpha(before: pd.DataFrame, after: pd.DataFrame, column: str, *
     both = pd.concat([before.assign(_after=False), after.assign(_after=True)], ignore_index=True)
     if both.empty:
         return metric(None, n=0, reason="no rating on either side")
-    alpha = _mean_over_criteria(_alpha_on(column))
+    alpha = mean_over_groups(alpha_on(column))
 
     def delta(df: pd.DataFrame) -> float:
         s = df["_after"].to_numpy(dtype=bool)
@@ -75,8 +74,8 @@ def paired_deltas(before: dict[str, Any], after: dict[str, Any], *, n_boot: int,
         why = "K=0 on the original or the repaired set"
         return {"alpha": metric(None, n=0, reason=why), "vfr": metric(None, n=0, reason=why)}
     if ub["criteria"] != ua["criteria"] or ub["alpha_column"] != ua["alpha_column"]:
-        raise ValueError(f"paired Δ: criteria {ub['criteria']} vs {ua['criteria']} (α on {ub['alpha_column']} vs "
-                         f"{ua['alpha_column']}); expected the repaired set to keep the original's ids and α")
+        raise ArgumentError(f"paired Δ: criteria {ub['criteria']} vs {ua['criteria']} (α on {ub['alpha_column']} vs "
+                            f"{ua['alpha_column']}); expected the repaired set to keep the original's ids and α")
     kw = {"n_boot": n_boot, "confidence": confidence, "seed": seed}
     return {"alpha": paired_delta_alpha(ub["alpha"], ua["alpha"], ub["alpha_column"], **kw),
             "vfr": paired_delta_vfr(ub["vfr"], ua["vfr"], ub["criteria"], **kw)}

@@ -13,8 +13,9 @@ from rubriclab.report._collect import collect_sections
 from rubriclab.report._html import render_blocks, render_report
 from rubriclab.report._runs import run_link, stage_runs
 from rubriclab.secrets import redact_urls
+from rubriclab.settings import Report
 
-DEFAULT_UI = "http://127.0.0.1:5000"
+DEFAULT_UI = Report().mlflow_ui  # the schema's default (rubriclab.settings)
 BUILD_FILE = "build.js"
 # Each section's page in the documentation site (mkdocs.yml; `make docs` builds it into <project>/site/, plain .html
 # pages). The page links it relative to outputs/report/ (the same bytes wherever it is built); build.js, which the

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from rubriclab.report._figures import accuracy_by_condition, judges_leaderboards
+from rubriclab.settings import TIE_CREDIT
 
 CELL_COLUMNS = {"accuracy": "Acc (mean over orders)", "accuracy_original": "Acc original", "accuracy_swapped": "Acc swapped",
                 "both_correct": "Both orders right", "positional_agreement": "Pos. agreement",
@@ -77,7 +78,7 @@ def _where(path: str, project: Path) -> str:
 
 
 def _header(card: dict[str, Any], project: Path) -> str:
-    from rubriclab.recorded._card import headline
+    from rubriclab.recorded import headline
 
     src, n = card["source"], card["counts"]
     lines = [f"**{headline(src)}: no model was called for this section (ledger: 0 calls).** "
@@ -108,7 +109,7 @@ def _cells_md(card: dict[str, Any]) -> str:
             f"Each value with its {_interval_text(s)} interval; all judgments of a drawn pair come along. n: "
             "pairs for Acc (mean over the orders a pair was judged in), Both orders right and Pos. agreement; judgments for the per-order "
             "accuracies, κ and macro-F1; first/second verdicts for the 1st-position rate (per cell in card.csv). "
-            f"A tie earns credit {s.get('tie_credit', 0.5):g} (the project's one rule); `none` is wrong and stays in "
+            f"A tie earns credit {s.get('tie_credit', TIE_CREDIT):g} (the project's one rule); `none` is wrong and stays in "
             f"every denominator.{alt_note} — : not defined here (e.g. one presentation order only).\n\n"
             + _table(["judge", "condition", *CELL_COLUMNS.values(), "none", "ties",
                       *([f"Acc, ties at {other:g}"] if other is not None else []), "n pairs"], rows))
@@ -259,7 +260,7 @@ def _majority_details(card: dict[str, Any]) -> tuple[str, str, str] | None:
 
 
 def _bias_details(card: dict[str, Any]) -> list[tuple[str, str, str]]:
-    from rubriclab.recorded._card import BIAS_HEADER, bias_tables
+    from rubriclab.recorded import BIAS_HEADER, bias_tables
 
     out = []
     for title, what, rows in bias_tables(card.get("biases") or [], card.get("bias_info") or {},
@@ -387,7 +388,7 @@ def recorded_sections(project: Path) -> list[dict[str, Any]]:
                                   f"judged in) per condition and judge; error bars: "
                                   f"{_interval_text(card['settings'])} intervals from card.json.{note}", png))
         if card.get("leaderboard"):  # a head-to-head source: the publishers' leaderboard, judge against judge
-            from rubriclab.recorded._card import leaderboard_md
+            from rubriclab.recorded import leaderboard_md
 
             blocks.append(("md", "\n".join(leaderboard_md(card["leaderboard"], card.get("judges_compared") or []))
                            .replace("## Leaderboard", "### Leaderboard", 1).replace("### Judge against", "#### Judge against")))

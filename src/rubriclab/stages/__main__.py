@@ -1,5 +1,5 @@
 """``python -m rubriclab.stages NAME [ARGS...]``: run stage NAME (``rubriclab.stages.NAME``) in a process forked by the
-warm stage server (``rubriclab.stages._server``), or the usual way when there is none yet or it is turned off
+warm stage server (``rubriclab.stage_server``), or the usual way when there is none yet or it is turned off
 (``RUBRICLAB_STAGE_SERVER=0``). scripts/stage and DVC's stage commands call this."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import importlib.util
 import re
 import sys
 
-from rubriclab.stages._server import run
+from rubriclab.stage_server import run
 
 
 def main(argv: list[str]) -> int:

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from rubriclab import atomic
+from rubriclab.audit import load_sources
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
 from rubriclab.repair import (
@@ -20,7 +21,6 @@ from rubriclab.repair import (
     report_markdown,
     sampling_notes,
 )
-from rubriclab.stages.audit import load_sources
 
 
 def export_calibration(project: Path, dataset: str, source: str, *, n_adversarial: int, n_baseline: int,

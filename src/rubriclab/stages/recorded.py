@@ -4,26 +4,12 @@ analyses it (``rubriclab.recorded.analyze``), checks the publisher's own figures
 card into ``outputs/recorded/<name>/`` and ``metrics/recorded/<name>.json``, and logs one MLflow run
 (``recorded@<name>``) with a nested run per judge × condition so the MLflow UI compares them side by side.
 
-params.yaml::
-
-    recorded:
-      confidence: 0.95     # interval level
-      n_boot: 2000         # bootstrap resamples (pairs)
-      seed: 0
-      alpha: 0.05          # BH level of each comparison family
-      power: 0.8           # for the MDE
-      tie_credit: 0.5      # credit of a tie verdict when the label is not a tie (the project's one rule)
-      baseline: null       # a condition compared with each other one within a judge (null: every pair)
-      contrasts: null      # {name: [a, b]}: Δ = a − b within each judge, one BH family per metric (null: the
-                           # importer's own, e.g. LLMBar's rules: [Vanilla, Vanilla_NoRules], own rubric first:
-                           # [Metrics, Vanilla]; {}: none)
-      contrast_judges: null  # the judges the contrasts are drawn for (null: every judge)
-      sources:
-        <name>: {path: ... (or shipped:llmbar_natural / shipped:pandalm), format: llmbar|pandalm|table|mlflow|store,
-                 experiment: (mlflow), baseline, contrasts, contrast_judges: (override the above), ...}
-        # format store: a stage's own judgments read back from the call store (path: llm.store), found by
-        # rebuilding its requests: pairs: <pairs file>, rubrics: {name: <rubric file>}, seed, samples,
-        # both_orders, judge_model / temperature (over llm.roles.judge) — all as the stage judged
+Settings: params.yaml's ``recorded`` section (``rubriclab.settings.Recorded``: every key with its one default, range
+and doc; ``rubriclab params recorded`` prints them), one ``recorded.sources.<name>`` per stage instance
+(``RecordedSource``: ``path`` or ``shipped:<set>``, ``format``, and a source's own ``baseline``, ``contrasts``,
+``contrast_judges`` over the section's). Format ``store`` reads a stage's own judgments back from the call store by
+rebuilding its requests (pairs, rubrics, seed, samples, both_orders, judge model and temperature, as the stage
+judged). ``rubriclab recorded gate`` runs the drift gate between two sides of a source (``run_recorded_gate``).
 """
 
 from __future__ import annotations
@@ -43,17 +29,18 @@ from rubriclab.recorded import (
     RecordedSet,
     Settings,
     analyze,
+    jsonable,
+    leaderboard_gate,
+    leaderboard_gate_markdown,
     publisher_check,
     read_source,
+    stage_metrics,
+    summary_lines,
     write_card,
 )
-from rubriclab.report import DEFAULT_UI
-from rubriclab.settings import Gate, Params, RecordedCalibrate, RecordedSource
+from rubriclab.settings import Params, RecordedCalibrate, RecordedSource
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import stage_run, write_metrics_json
-
-SUMMARY_METRICS = ("accuracy", "accuracy_original", "accuracy_swapped", "both_correct", "positional_agreement",
-                   "first_position_rate", "kappa", "macro_f1")
 
 
 def source_entry(params: Params | dict[str, Any], name: str) -> RecordedSource:
@@ -62,55 +49,6 @@ def source_entry(params: Params | dict[str, Any], name: str) -> RecordedSource:
         raise ConfigError(f"params.yaml: recorded.sources has no {name!r}; configured: "
                           f"{', '.join(sorted(sources)) or '(none)'}")
     return sources[name]
-
-
-def stage_metrics(rs: RecordedSet, analysis: RecordedAnalysis, publisher: dict[str, Any] | None) -> dict[str, Any]:
-    """What ``metrics/recorded/<name>.json`` holds: counts, per judge × condition the headline metrics with their
-    interval bounds and n, agreement, the publisher check's tally, and model_calls = 0."""
-    cells: dict[str, Any] = {}
-    for c in analysis.cells:
-        row: dict[str, Any] = {"n_pairs": c["n_pairs"], "n_none": c["n_none"], "n_tie": c["n_tie"]}
-        for m in SUMMARY_METRICS:
-            e = c["metrics"].get(m) or {}
-            row[m] = e.get("value")
-            if e.get("low") is not None:
-                row[f"{m}_low"], row[f"{m}_high"] = e["low"], e["high"]
-        cells.setdefault(c["judge"], {})[c["condition"]] = row
-    out: dict[str, Any] = {"source": rs.name, "format": rs.format, "model_calls": 0, "counts": analysis.counts,
-                           "cells": cells,
-                           "comparisons": {"n": len(analysis.comparisons),
-                                           "differences": sum(r.get("label") == "difference"
-                                                              for r in analysis.comparisons)},
-                           "contrasts": {f"{r['judge']} · {r['contrast']} · {r['metric']}": {
-                               k: r.get(k) for k in ("diff", "low", "high", "p_adjusted", "mde", "n_pairs")}
-                               for r in analysis.contrasts},
-                           "judge_alpha": {r["condition"]: r["krippendorff_alpha"]["value"]
-                                           for r in analysis.judge_agreement}}
-    if analysis.leaderboard:  # per judge and model: the publishers' rates with their intervals
-        out["leaderboard"] = {f"{r['annotator']} · {r['model']}": {
-            "win_rate": r["win_rate"], "win_rate_low": r["win_rate_ci"]["low"], "win_rate_high": r["win_rate_ci"]["high"],
-            "discrete_win_rate": r["discrete_win_rate"], "n_total": r["n_total"],
-            "length_controlled_winrate": r["length_controlled_winrate"]} for r in analysis.leaderboard}
-        out["judges_compared"] = {f"{c['a']} vs {c['b']}": {
-            "spearman": (c.get("spearman") or {}).get("value"), "kendall": (c.get("kendall") or {}).get("value"),
-            "swapped_pairs": len((c.get("reversals") or {}).get("pairs", [])),
-            "supported_reversals": sum(p["supported"] for p in (c.get("reversals") or {}).get("pairs", []))}
-            for c in analysis.judges_compared}
-    if analysis.annotator_agreement:
-        a = analysis.annotator_agreement
-        out["annotator_alpha"] = a["krippendorff_alpha"]["value"]
-        out["annotator_fleiss_kappa"] = a["fleiss_kappa"]["value"]
-    if publisher:
-        rows = publisher["rows"]
-        if publisher.get("metrics"):  # a check that states its own headline figures
-            out["publisher_check"] = publisher["metrics"]
-        elif "match" in (rows[0] if rows else {}):
-            checked = [r for r in rows if r["match"] is not None]  # a row with nothing published to match is no figure
-            out["publisher_check"] = {"figures": len(checked), "reproduced": sum(bool(r["match"]) for r in checked)}
-        else:
-            out["publisher_check"] = {f"{r['metric']} ({r['convention']})" if r.get("convention") else r["metric"]:
-                                      r["ratio"] for r in rows}
-    return out
 
 
 def _finite(x: Any) -> bool:
@@ -174,7 +112,7 @@ def run_recorded_stage(params: Params | dict[str, Any], project: Path, name: str
     analysis = analyze(rs, settings)
     publisher = publisher_check(rs, analysis)
     out = Path(out_dir) if out_dir else project / "outputs/recorded" / name
-    paths = write_card(analysis, out, publisher, mlflow_ui=p.report.mlflow_ui or DEFAULT_UI)
+    paths = write_card(analysis, out, publisher, mlflow_ui=p.report.mlflow_ui)
     paths["judgments.parquet"] = atomic.write_parquet(rs.frame(), out / "judgments.parquet", index=False)
     paths.update(write_calibration(rs, analysis, p.recorded.calibrate, out))
     metrics = stage_metrics(rs, analysis, publisher)
@@ -192,23 +130,25 @@ def run_recorded_gate(params: Params | dict[str, Any], project: Path, name: str,
                       out_dir: Path | None = None) -> list[dict[str, Any]]:
     """The drift gate per domain between two sides of ``recorded.sources.<name>`` (``rubriclab.recorded.
     recorded_gate``), once per presentation order asked (``order``: original, swapped or both); each report into
-    ``out_dir`` (default ``outputs/recorded_cli/<name>/gate``)/``<order>``. Returns ``[{"order", "result", "paths"}]``."""
+    ``out_dir`` (default ``outputs/recorded_cli/<name>/gate``)/``<order>``. Settings: the card's statistics over
+    ``drift.gate`` (``recorded_gate_settings``), ``epsilon`` (None: ``drift.gate.epsilon``) over those.
+    Returns ``[{"order", "result", "paths"}]``."""
     from rubriclab.drift import write_gate_report
-    from rubriclab.recorded import recorded_gate
+    from rubriclab.recorded import recorded_gate, recorded_gate_settings
 
     p = Params.of(params)
     source = source_entry(p, name)
-    s = Settings.of(p.recorded, source)
+    gate = recorded_gate_settings(Settings.of(p.recorded, source), p.drift.gate)
+    if epsilon is not None:  # checked as params.yaml's drift.gate.epsilon is
+        eps = Params.of({"drift": {"gate": {"epsilon": epsilon}}}, source="rubriclab recorded gate").drift.gate.epsilon
+        gate = gate.model_copy(update={"epsilon": eps})
     rs = read_source(source, project, name, llm=p.llm, data_seed=p.data.seed)
-    eps = float(epsilon if epsilon is not None else (p.drift.gate or Gate()).epsilon)
     orders = ["original", "swapped"] if order == "both" else [order]
     base = Path(out_dir) if out_dir else project / "outputs/recorded_cli" / name / "gate"
     out = []
     for o in orders:
         res = recorded_gate(rs, judge=judge, from_condition=from_condition, to_condition=to_condition,
-                            to_judge=to_judge, order=o, bench_domain=bench, alpha=s.alpha, power=s.power,
-                            n_boot=s.n_boot, confidence=s.confidence, tie_credit=s.tie_credit, epsilon=eps,
-                            seed=s.seed)
+                            to_judge=to_judge, order=o, bench_domain=bench, gate=gate)
         paths = write_gate_report(res, base / o if len(orders) > 1 else base)
         out.append({"order": o, "result": res, "paths": paths})
     return out
@@ -219,9 +159,6 @@ def run_leaderboard_gate(params: Params | dict[str, Any], project: Path, name: s
     """Does switching the judge from ``judge`` to ``to_judge`` reorder ``recorded.sources.<name>``'s leaderboard
     (a head-to-head source such as AlpacaEval's)? Writes ``report.md`` / ``report.json`` into ``out_dir`` (default
     ``outputs/recorded_cli/<name>/gate``); returns the result with its ``paths``."""
-    from rubriclab.recorded._card import jsonable, leaderboard_gate_markdown
-    from rubriclab.recorded._leaderboard import leaderboard_gate
-
     p = Params.of(params)
     source = source_entry(p, name)
     rs = read_source(source, project, name, llm=p.llm, data_seed=p.data.seed)
@@ -230,25 +167,6 @@ def run_leaderboard_gate(params: Params | dict[str, Any], project: Path, name: s
     res["paths"] = {"report.md": atomic.write_text(out / "report.md", leaderboard_gate_markdown(res, name)),
                     "report.json": atomic.write_json(out / "report.json", jsonable(res), indent=2, allow_nan=False)}
     return res
-
-
-def summary_lines(res: dict[str, Any]) -> list[str]:
-    """A few lines for the terminal: accuracy per judge × condition and the publisher check."""
-    a: RecordedAnalysis = res["analysis"]
-    lines = [f"{a.source['name']}: {a.counts['pairs']} pairs, {a.counts['judgments']} judgments "
-             f"({a.counts['verdict_none']} none), {len(a.cells)} judge × condition cells, 0 model calls"]
-    for c in a.cells:
-        e = c["metrics"]["accuracy"]
-        if e.get("value") is not None:
-            ci = f" [{e['low']:.3f}, {e['high']:.3f}]" if e.get("low") is not None else ""
-            lines.append(f"  {c['judge']:<16} {c['condition']:<26} accuracy {e['value']:.3f}{ci} n={e['n']}")
-    for r in a.leaderboard:
-        ci = r["win_rate_ci"]
-        lines.append(f"  {r['annotator']:<32} {r['model']:<22} win rate {r['win_rate']:6.2f}% [{ci['low']:.2f}, "
-                     f"{ci['high']:.2f}] n={r['n_total']} (vs {r['baseline']})")
-    if res.get("publisher"):
-        lines.append(res["publisher"]["summary"])
-    return lines
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.llm import open_store, store_location
 from rubriclab.paths import display_path
-from rubriclab.report import DEFAULT_UI, build_report
+from rubriclab.report import build_report
 from rubriclab.settings import Llm, Params
 from rubriclab.stages import exit_stage, run_stage
 from rubriclab.tracking import git_commit, stage_run, tracking_uri
@@ -41,7 +41,7 @@ def run_report_stage(params: dict[str, Any], project: Path, *, out_dir: Path | N
     display_store = display_path(store, project)
     out = out_dir or project / "outputs/report"
     res = build_report(project, out, tracking_uri=tracking_uri(project), experiment=experiment, ledger_rows=rows,
-                       store=display_store, ui_url=ui_url or p.report.mlflow_ui or DEFAULT_UI,
+                       store=display_store, ui_url=ui_url or p.report.mlflow_ui,
                        commit=git_commit(project))
     if track:
         with stage_run("report", "report", p.effective(), project, experiment=experiment,

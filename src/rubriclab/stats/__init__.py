@@ -25,7 +25,9 @@ from rubriclab.stats._agreement import (
     mean_paraphrase_stability,
     paraphrase_stability,
 )
-from rubriclab.stats._bootstrap import item_bootstrap, paired_bootstrap, two_sample_bootstrap
+from rubriclab.stats._bootstrap import finish_distribution, item_bootstrap, paired_bootstrap, two_sample_bootstrap
+from rubriclab.stats._checks import item_codes, positive_int, probability
+from rubriclab.stats._grouped import by_group, macro_rate, mean_over_groups
 from rubriclab.stats._inference import (
     PAIRED_TEST,
     adjust_family,
@@ -55,13 +57,17 @@ __all__ = [
     "bh_adjust",
     "bt_diagnostics",
     "bt_weight_entropy",
+    "by_group",
     "early_stop_majority",
     "exact_k_min",
+    "finish_distribution",
     "effective_dimensionality",
     "flip_rate",
     "item_bootstrap",
+    "item_codes",
     "krippendorff_alpha",
     "label_comparison",
+    "macro_rate",
     "majority_decided",
     "majority_vote",
     "mde_drop",
@@ -69,6 +75,7 @@ __all__ = [
     "mde_paired_proportions",
     "mde_paired_t",
     "mean_alpha",
+    "mean_over_groups",
     "mean_paraphrase_stability",
     "other_tie_credit",
     "paired_bootstrap",
@@ -76,6 +83,8 @@ __all__ = [
     "paired_test",
     "paraphrase_stability",
     "position_consistency",
+    "positive_int",
+    "probability",
     "samples_still_needed",
     "sign_test",
     "t_mde_factor",

@@ -10,6 +10,8 @@ from rubriclab.testing._drift_world import (
     drift_pairs,
     drift_world,
     gate_rows,
+    judge_script,
+    refiner_script,
 )
 from rubriclab.testing._fake_server import (
     ALL_FAULT_KINDS,
@@ -47,7 +49,7 @@ from rubriclab.testing._reliability import (
     standard_triggers,
     temp_files,
 )
-from rubriclab.testing._repair_world import repair_world, world_pairs
+from rubriclab.testing._repair_world import MARK, attacker, repair_world, world_pairs
 from rubriclab.testing._scripted import ScriptedProvider, last_user_text, scripted_model, scripted_provider
 from rubriclab.testing._session import session_dir, shared_policy_checkpoint
 from rubriclab.testing._store_trace import count_write_transactions
@@ -56,6 +58,7 @@ from rubriclab.testing._tiny_policy import tiny_policy
 __all__ = [
     "BrowserNotFoundError", "browser", "find_browser", "mlflow_ui", "wait_for_text",
     "BENCH_HURT_SENTENCE", "BIAS_SENTENCE", "NEUTRAL_SENTENCES", "drift_pairs", "drift_world", "gate_rows",
+    "judge_script", "refiner_script", "MARK", "attacker",
     "ALL_FAULT_KINDS", "CONTENT_FAULT_KINDS", "FAULT_KINDS", "FakeOpenAIServer", "FaultPlan", "PostgresNotFoundError", "ScriptedProvider", "default_responder",
     "fake_embedding", "find_postgres_bindir", "last_user_text", "postgres_server", "repair_world", "request_key", "scripted_model",
     "scripted_provider", "session_dir", "shared_policy_checkpoint", "count_write_transactions", "new_database", "tiny_policy", "world_pairs",

@@ -13,12 +13,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from rubriclab.errors import MissingDependencyError, RubricLabError
+
 CHROMIUM = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
 CHROMEDRIVER = ("/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver")
 
 
-class BrowserNotFoundError(RuntimeError):
-    """Chromium or its driver is not installed (apt-get install chromium chromium-driver)."""
+class BrowserNotFoundError(MissingDependencyError, RuntimeError):
+    """Chromium or its driver is not installed (apt-get install chromium chromium-driver). A RuntimeError too, as it was
+    before it joined the hierarchy."""
+
+    def __init__(self, message: str) -> None:
+        RubricLabError.__init__(self, message)
 
 
 def find_browser() -> tuple[str, str]:

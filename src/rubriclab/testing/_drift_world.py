@@ -30,6 +30,7 @@ import re
 from typing import Any
 
 from rubriclab.data import Pair, stable_hash
+from rubriclab.errors import ArgumentError
 from rubriclab.llm import RoleSpec
 from rubriclab.testing._scripted import scripted_model
 
@@ -195,7 +196,7 @@ def drift_world(tag: str, *, base_error: float = 0.0, noise: float = 0.0, bias_s
     """Scripted roles ``judge``, ``refiner``, ``evaluator`` registered under names ending in ``tag``
     (``bias_steps``/``shortcut``: bias that builds up over rounds, see the module docstring)."""
     if not 0 <= bias_steps <= len(BIAS_STEPS):
-        raise ValueError(f"bias_steps={bias_steps}: expected 0 (bias at once) to {len(BIAS_STEPS)}")
+        raise ArgumentError(f"bias_steps={bias_steps}: expected 0 (bias at once) to {len(BIAS_STEPS)}")
     return {
         "judge": RoleSpec(name="judge", model=scripted_model(
             f"drift-judge-{tag}", judge_script(base_error=base_error, noise=noise, bias_strength=bias_strength,

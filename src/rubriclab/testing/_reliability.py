@@ -35,6 +35,8 @@ from typing import Any
 
 import yaml
 
+from rubriclab.errors import InvariantError
+
 __all__ = [
     "VOLATILE_KEYS",
     "KillOutcome",
@@ -573,18 +575,18 @@ def incomplete_files(root: str | Path, folders: Iterable[str] = ("outputs", "met
                             json.loads(line)
                 elif suffix == ".csv":
                     if not path.stat().st_size:
-                        raise ValueError("empty file (an empty table is written as a newline)")
+                        raise InvariantError("empty file (an empty table is written as a newline)")
                     if path.read_text(encoding="utf-8").strip():
                         pd.read_csv(path)
                 elif suffix == ".parquet":
                     data = path.read_bytes()
                     if not (data.startswith(_PARQUET) and data.endswith(_PARQUET)):
-                        raise ValueError("no PAR1 header/footer")
+                        raise InvariantError("no PAR1 header/footer")
                     pd.read_parquet(path)
                 elif suffix == ".png":
                     data = path.read_bytes()
                     if not data.startswith(_PNG) or b"IEND" not in data[-12:]:
-                        raise ValueError("no PNG signature or IEND chunk")
+                        raise InvariantError("no PNG signature or IEND chunk")
                 elif suffix in (".yaml", ".yml"):
                     yaml.safe_load(path.read_text(encoding="utf-8"))
                 elif suffix in (".md", ".txt", ".html"):

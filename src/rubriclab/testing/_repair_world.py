@@ -26,6 +26,7 @@ import re
 from typing import Any
 
 from rubriclab.data import Pair
+from rubriclab.errors import ArgumentError
 from rubriclab.llm import RoleSpec
 from rubriclab.testing._scripted import scripted_model
 
@@ -74,7 +75,7 @@ def panel_judge(seat: int, dev_only: str | None = None):
 
 
 def attacker(messages, params):
-    from rubriclab.audit._adversarial import STRATEGIES
+    from rubriclab.audit import STRATEGIES
 
     text = _user(messages)
     strategy = re.search(r"## Exploit strategy: (.*)", text).group(1).strip()
@@ -107,7 +108,7 @@ def repair_world(tag: str = "", seats: int = 2, *, dev_only: str | None = None,
     """Roles of the scripted world: ``judges`` (a panel of ``seats``), ``attacker``, ``verifier``, ``refiner``;
     ``dev_only`` and ``log``: see the module doc."""
     if dev_only is not None and dev_only not in MARK:
-        raise ValueError(f"repair_world: dev_only={dev_only!r}; expected one of {sorted(MARK)}")
+        raise ArgumentError(f"repair_world: dev_only={dev_only!r}; expected one of {sorted(MARK)}")
 
     def role(name: str, script) -> RoleSpec:
         if log is not None:

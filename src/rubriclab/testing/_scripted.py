@@ -10,7 +10,7 @@ from typing import Any
 
 import litellm
 
-from rubriclab.llm._providers import chat_response, fill_embedding_response, register_provider
+from rubriclab.llm import chat_response, fill_embedding_response, register_provider
 
 Script = Callable[[list[dict[str, Any]], dict[str, Any]], "str | dict[str, Any]"]
 

@@ -14,6 +14,8 @@ import random
 import sys
 from pathlib import Path
 
+from rubriclab.errors import InvariantError
+
 GENERATOR = "rubriclab/data/demo/_make_demo.py v1"
 MAX_WORDS = 80  # the embedded CPU judge reads these; keep them short
 
@@ -989,9 +991,9 @@ def _words(text: str) -> int:
 def _record(domain: str, n: int, prompt: str, chosen: str, rejected: str, topic: str, planted, shared) -> dict:
     for text in (chosen, rejected):
         if _words(text) > MAX_WORDS:
-            raise ValueError(f"{domain} {topic}: response of {_words(text)} words exceeds {MAX_WORDS}")
+            raise InvariantError(f"{domain} {topic}: response of {_words(text)} words exceeds {MAX_WORDS}")
     if chosen == rejected:
-        raise ValueError(f"{domain} {topic}: chosen equals rejected")
+        raise InvariantError(f"{domain} {topic}: chosen equals rejected")
     return {
         "id": f"demo-{domain}-{n:04d}",
         "domain": domain,

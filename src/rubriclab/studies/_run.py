@@ -33,34 +33,25 @@ as ``±sys.float_info.max`` (JSON has no infinity: some storages and the dashboa
 
 from __future__ import annotations
 
-import contextlib
-import hashlib
-import json
 import logging
 import math
 import os
 import socket
-import sys
 import threading
 import time
-import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import optuna
 import pandas as pd
-from optuna.distributions import FloatDistribution
 from optuna.exceptions import UpdateFinishedTrialError
-from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBStorage, get_storage
-from optuna.storages.journal import JournalFileBackend, JournalFileOpenLock
+from optuna.storages import BaseStorage, get_storage
 from optuna.study import StudyDirection
 from optuna.trial import FrozenTrial, TrialState
 
-from rubriclab.errors import ConfigError, MissingDependencyError
-from rubriclab.secrets import public_endpoint
-
-__all__ = ["GRID_KEY_ATTR", "WORKER_ATTR", "grid_key", "grid_results", "run_grid", "study_storage"]
+from rubriclab.errors import ConfigError
+from rubriclab.studies._points import grid_key, optuna_params, point_from_key, validate_grid
+from rubriclab.studies._storage import grid_lock, open_url
 
 log = logging.getLogger(__name__)
 
@@ -70,279 +61,6 @@ ERROR_ATTR = "error"
 _HEARTBEAT_ATTR = "rubriclab:heartbeat"
 _LIVE = (TrialState.WAITING, TrialState.RUNNING, TrialState.COMPLETE, TrialState.PRUNED)
 _DONE = (TrialState.COMPLETE, TrialState.PRUNED)
-_RESULT_COLUMNS = frozenset({"values", "state", "worker", "trial_number", "error", "attempts", "n_complete",
-                             "grid_key"})
-_ALLOWED_URLS = "'' or None (journal file), 'sqlite:///PATH', 'postgresql://…' or 'postgresql+psycopg://…'"
-
-# storages made by study_storage() -> the file their cross-process grid lock lives in (journal, SQLite)
-_LOCK_FILES: weakref.WeakKeyDictionary[BaseStorage, Path] = weakref.WeakKeyDictionary()
-_THREAD_LOCKS: weakref.WeakKeyDictionary[BaseStorage, threading.Lock] = weakref.WeakKeyDictionary()
-_THREAD_LOCKS_GUARD = threading.Lock()
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# storage
-
-
-def _masked(url: str) -> str:
-    """The URL as it may appear in a message: password shown as ***, no query string (it may hold credentials)."""
-    try:
-        return repr(_make_url(url).set(query={}).render_as_string(hide_password=True))
-    except Exception:
-        pass
-    try:
-        shown = public_endpoint(url) or ""  # drops user:password@, query and fragment
-    except ValueError:  # e.g. a port that is not a number
-        shown = url.split("://", 1)[0] + "://…" if "://" in url else "…"
-    if "@" in shown:  # not parsed as user info (malformed URL): drop everything before the last '@'
-        shown = "***@" + shown.rsplit("@", 1)[1]
-    return repr(shown)
-
-
-def _redact(text: str, url: str) -> str:
-    try:
-        password = _make_url(url).password
-    except Exception:
-        password = None
-    return text.replace(str(password), "***") if password else text
-
-
-def _make_url(url: str):  # -> sqlalchemy.engine.URL
-    import sqlalchemy
-
-    return sqlalchemy.engine.make_url(url)
-
-
-@contextlib.contextmanager
-def _file_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock across processes (and threads): ``flock`` on ``path``, released by the kernel when the
-    holder dies. Where there is no fcntl (Windows), Optuna's O_EXCL lock file is used instead."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not POSIX
-        lock = JournalFileOpenLock(str(path), grace_period=300)
-        lock.acquire()
-        try:
-            yield
-        finally:
-            lock.release()
-        return
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the flock
-
-
-def _pg_key(name: str) -> int:
-    return int.from_bytes(hashlib.blake2b(f"rubriclab:{name}".encode(), digest_size=8).digest(), "big", signed=True)
-
-
-@contextlib.contextmanager
-def _pg_lock(engine, name: str) -> Iterator[None]:
-    """A PostgreSQL session-level advisory lock on a connection of its own (autocommit, so no transaction is held
-    open); the server drops it if the process dies."""
-    import sqlalchemy
-
-    key = _pg_key(name)
-    with engine.connect() as conn:
-        conn = conn.execution_options(isolation_level="AUTOCOMMIT")
-        conn.execute(sqlalchemy.text("SELECT pg_advisory_lock(:k)"), {"k": key})
-        try:
-            yield
-        finally:
-            try:
-                conn.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:k)"), {"k": key})
-            except Exception:  # the connection is gone, and the lock with it; never pool it
-                conn.invalidate()
-
-
-def _sqlite_lock_path(url) -> Path | None:
-    db = url.database
-    if not db or db == ":memory:" or db.startswith("file:"):
-        return None
-    return Path(db + ".rubriclab.lock")
-
-
-def _open_rdb(url: str) -> RDBStorage:
-    """RDBStorage for an SQLite or PostgreSQL URL, schema creation serialized across processes."""
-    import sqlalchemy
-
-    raw = url
-    try:
-        parsed = _make_url(url)
-    except Exception:
-        raise ConfigError(f"storage URL {_masked(raw)} is not a valid database URL; expected {_ALLOWED_URLS}") from None
-    if parsed.drivername == "postgresql":  # SQLAlchemy's default driver is psycopg2; we ship psycopg 3
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    url = parsed.render_as_string(hide_password=False)
-    try:
-        if parsed.drivername == "sqlite":
-            lock_path = _sqlite_lock_path(parsed)
-            if lock_path is not None:
-                lock_path.parent.mkdir(parents=True, exist_ok=True)
-            lock = _file_lock(lock_path) if lock_path else contextlib.nullcontext()
-            with lock:  # a busy SQLite file waits up to 60 s rather than failing at once
-                storage = RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
-            if lock_path is not None:
-                _LOCK_FILES[storage] = lock_path
-            return storage
-        engine = sqlalchemy.create_engine(url, poolclass=sqlalchemy.pool.NullPool)
-        try:
-            with _pg_lock(engine, "optuna-schema"):
-                return RDBStorage(url, engine_kwargs={"pool_pre_ping": True})
-        finally:
-            engine.dispose()
-    except ConfigError:
-        raise
-    except ImportError as e:
-        raise MissingDependencyError(f"study storage {_masked(raw)} ({e.name or e})", "'psycopg[binary]>=3.2,<4'") \
-            from None
-    except ( sqlalchemy.exc.SQLAlchemyError, optuna.exceptions.StorageInternalError, OSError) as e:
-        first = _redact(str(e).strip().splitlines()[0] if str(e).strip() else "", raw)
-        raise ConfigError(f"cannot open study storage {_masked(raw)}: {type(e).__name__}: {first}") from None
-
-
-def study_storage(url: str | None, *, journal: str | Path) -> BaseStorage:
-    """The Optuna storage for ``url``.
-
-    ``None``/``''`` -> a journal file at ``journal`` (its parent directory created), locked across processes with
-    Optuna's O_EXCL lock file (works on local disks and NFSv3+). ``sqlite:///PATH`` or ``postgresql://…`` /
-    ``postgresql+psycopg://…`` -> ``RDBStorage`` (a plain ``postgresql://`` URL is given the psycopg 3 driver).
-    Anything else raises :class:`ConfigError`; messages never show the URL's password.
-    """
-    if url is None or not str(url).strip():
-        path = Path(journal)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        storage = JournalStorage(JournalFileBackend(str(path), lock_obj=JournalFileOpenLock(str(path))))
-        _LOCK_FILES[storage] = path.with_name(path.name + ".grid-lock")
-        return storage
-    return _open_url(str(url))
-
-
-def _open_url(url: str) -> RDBStorage:
-    url = url.strip()
-    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
-    if scheme not in ("sqlite", "postgresql", "postgresql+psycopg"):
-        raise ConfigError(f"study storage URL {_masked(url)} is not supported; expected {_ALLOWED_URLS}")
-    return _open_rdb(url)
-
-
-def _unwrap(storage: BaseStorage) -> BaseStorage:
-    """The storage under Optuna's cache wrapper (``_CachedStorage`` around an RDBStorage)."""
-    inner = getattr(storage, "_backend", None)
-    return inner if isinstance(inner, RDBStorage) else storage
-
-
-@contextlib.contextmanager
-def _grid_lock(storage: BaseStorage, study_name: str) -> Iterator[None]:
-    """Excludes every other process (and thread) reconciling the same study on the same storage."""
-    base = _unwrap(storage)
-    if base in _LOCK_FILES:
-        with _file_lock(_LOCK_FILES[base]):
-            yield
-        return
-    if isinstance(base, RDBStorage):
-        if base.engine.dialect.name == "postgresql":
-            with _pg_lock(base.engine, f"grid:{study_name}"):
-                yield
-            return
-        if base.engine.dialect.name == "sqlite":
-            path = _sqlite_lock_path(base.engine.url)
-            with _file_lock(path) if path else _thread_lock(base):
-                yield
-            return
-    if isinstance(base, JournalStorage) and isinstance(getattr(base, "_backend", None), JournalFileBackend):
-        path = Path(base._backend._file_path)
-        with _file_lock(path.with_name(path.name + ".grid-lock")):
-            yield
-        return
-    if isinstance(base, InMemoryStorage):
-        with _thread_lock(base):
-            yield
-        return
-    raise ConfigError(f"run_grid cannot lock a {type(base).__name__} across processes; open the storage with "
-                      f"rubriclab.repair study_storage() ({_ALLOWED_URLS})")
-
-
-@contextlib.contextmanager
-def _thread_lock(storage: BaseStorage) -> Iterator[None]:
-    with _THREAD_LOCKS_GUARD:
-        lock = _THREAD_LOCKS.setdefault(storage, threading.Lock())
-    with lock:
-        yield
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# grid points
-
-
-def _encode(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return {"$float": repr(value)}  # 'inf' / '-inf'
-    return value
-
-
-def _decode(obj: dict[str, Any]) -> Any:
-    if set(obj) == {"$float"}:
-        return float(obj["$float"])
-    return obj
-
-
-def grid_key(point: Mapping[str, Any]) -> str:
-    """The stable string of a grid point: canonical JSON (sorted keys), ``±inf`` as ``{"$float": "inf"}``.
-    ``1`` and ``1.0`` are different points; floats keep their exact (shortest round-trip) repr."""
-    return json.dumps({k: _encode(v) for k, v in point.items()}, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False, allow_nan=False)
-
-
-def _point_from_key(key: str) -> dict[str, Any]:
-    return json.loads(key, object_hook=_decode)
-
-
-def _validate_grid(grid: Sequence[Mapping[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    if isinstance(grid, Mapping) or not isinstance(grid, Sequence) or not grid:
-        raise ConfigError(f"grid must be a non-empty list of dicts (one per grid point), got {type(grid).__name__}"
-                          f"{' (empty)' if isinstance(grid, Sequence) and not grid else ''}")
-    out: list[tuple[str, dict[str, Any]]] = []
-    seen: dict[str, int] = {}
-    for i, point in enumerate(grid):
-        if not isinstance(point, Mapping):
-            raise ConfigError(f"grid[{i}] must be a dict of parameter values, got {type(point).__name__}")
-        for name, value in point.items():
-            if not isinstance(name, str) or not name or name.startswith("$") or name in _RESULT_COLUMNS \
-                    or name.startswith("value_"):
-                raise ConfigError(f"grid[{i}]: parameter name {name!r} is not allowed (a non-empty string, not "
-                                  f"starting with '$' or 'value_', not one of {sorted(_RESULT_COLUMNS)})")
-            if value is not None and not isinstance(value, (bool, int, float, str)):
-                raise ConfigError(f"grid[{i}][{name!r}] = {value!r}: expected a number, string, bool or None")
-            if isinstance(value, float) and math.isnan(value):
-                raise ConfigError(f"grid[{i}][{name!r}] is NaN; a grid point needs a comparable value")
-        key = grid_key(point)
-        if key in seen:
-            raise ConfigError(f"grid[{i}] repeats grid[{seen[key]}] ({key}); each grid point runs exactly once")
-        seen[key] = i
-        out.append((key, dict(point)))
-    return out
-
-
-def _optuna_params(point: Mapping[str, Any]) -> tuple[dict[str, float], dict[str, FloatDistribution]]:
-    """Numeric grid values as Optuna params (a one-point FloatDistribution each, so points never conflict);
-    ±inf stored as ±float max. Strings, bools and None live only in the grid key."""
-    params: dict[str, float] = {}
-    dists: dict[str, FloatDistribution] = {}
-    for name, value in point.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            continue
-        v = float(value) if math.isfinite(value) else math.copysign(sys.float_info.max, value)
-        params[name], dists[name] = v, FloatDistribution(v, v)
-    return params, dists
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# the study
 
 
 def _directions(directions: Sequence[str | StudyDirection]) -> list[StudyDirection]:
@@ -400,7 +118,7 @@ def _reconcile(storage: BaseStorage, study_id: int, points: list[tuple[str, dict
     for key, point in points:
         if key in live:
             continue
-        params, dists = _optuna_params(point)
+        params, dists = optuna_params(point)
         template = optuna.trial.create_trial(state=TrialState.WAITING, params=params, distributions=dists,
                                              user_attrs={GRID_KEY_ATTR: key})
         storage.create_new_trial(study_id, template_trial=template)
@@ -528,17 +246,17 @@ def run_grid(study_name: str, storage: BaseStorage | str, grid: list[dict[str, A
     process finished. ``stale_after``: seconds without a heartbeat after which another process's RUNNING trial
     counts as dead and is retried (None: never); wall clocks of the workers must agree to well within it.
     """
-    points = _validate_grid(grid)
+    points = validate_grid(grid)
     dirs = _directions(directions)
     if stale_after is not None and not stale_after > 0:
         raise ConfigError(f"stale_after must be a positive number of seconds or None, got {stale_after!r}")
     if isinstance(storage, str):  # a journal needs study_storage(None, journal=PATH)
-        storage = _open_url(storage)
+        storage = open_url(storage)
     storage = get_storage(storage)  # RDBStorage -> Optuna's cache wrapper, as create_study does
     worker = worker or f"{socket.gethostname()}:{os.getpid()}"
     study = _open_study(study_name, storage, dirs)
     study_id = storage.get_study_id_from_name(study_name)
-    with _grid_lock(storage, study_name):
+    with grid_lock(storage, study_name):
         enqueued = _reconcile(storage, study_id, points, stale_after)
     if enqueued:
         log.info("study %r: enqueued %d of %d grid points", study_name, enqueued, len(points))
@@ -574,7 +292,7 @@ def grid_results(study: optuna.Study) -> pd.DataFrame:
         rep = done[0] if done else trials[-1]
         values = tuple(rep.values) if rep.values is not None else None
         rows.append({
-            **_point_from_key(key),
+            **point_from_key(key),
             "values": values,
             **{f"value_{i}": (values[i] if values is not None else math.nan) for i in range(n)},
             "state": rep.state.name,

@@ -1,4 +1,4 @@
-"""Grid studies (rubriclab.repair._study): one COMPLETE trial per grid point, with one worker or several
+"""Grid studies (rubriclab.studies): one COMPLETE trial per grid point, with one worker or several
 processes sharing a journal file or a PostgreSQL database, inf round-trips, failed points retried, dead workers'
 trials recovered, storage URLs checked without leaking passwords."""
 
@@ -17,25 +17,22 @@ import optuna
 import pytest
 
 from rubriclab.errors import ConfigError
-from rubriclab.repair._study import grid_key, grid_results, run_grid, study_storage
+from rubriclab.studies import grid_key, grid_of, grid_results, run_grid, study_name, study_storage
 from rubriclab.testing import find_postgres_bindir, postgres_server
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
-STUDY_PY = Path(__file__).resolve().parents[1] / "src" / "rubriclab" / "repair" / "_study.py"
 DELTAS = [0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 2.0, math.inf]
 
-# A worker process. It loads _study.py by path (only optuna, pandas and rubriclab.errors/secrets), not through
-# the rubriclab.repair package, whose other modules take seconds to import; says it is ready, waits for 'go' so
+# A worker process. It imports rubriclab.studies (only optuna, pandas and rubriclab.errors/secrets: no method
+# package, whose modules take seconds to import); says it is ready, waits for 'go' so
 # that both workers start together (opening the storage included: a fresh PostgreSQL database races on its
 # schema), then runs the grid with an objective that sleeps so the workers overlap, and logs what it ran.
 WORKER = r"""
-import importlib.util, json, math, os, sys, time
+import json, math, os, sys, time
 from pathlib import Path
-study_py, spec, study_name, out, name, grid_json, sleep_s, die = sys.argv[1:9]
-mod_spec = importlib.util.spec_from_file_location("rl_study", study_py)
-st = importlib.util.module_from_spec(mod_spec)
-mod_spec.loader.exec_module(st)
+spec, study_name, out, name, grid_json, sleep_s, die = sys.argv[1:8]
+from rubriclab import studies as st
 import optuna
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 out = Path(out)
@@ -68,7 +65,7 @@ def _grid() -> list[dict]:
 
 def _start_workers(tmp_path: Path, spec: str, study: str, names: list[str], *, sleep_s: float = 0.15,
                    die: bool = False) -> list[subprocess.Popen]:
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(STUDY_PY), spec, study, str(tmp_path), name,
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, spec, study, str(tmp_path), name,
                                json.dumps(_grid()), str(sleep_s), "die" if die else "live"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for name in names]
     deadline = time.time() + 30
@@ -281,6 +278,24 @@ def test_grid_is_checked(tmp_path):
     with pytest.raises(ConfigError, match="directions"):
         run_grid("t", storage, [{"delta": 1.0}], obj, directions=("minimize",))
 
+
+
+def test_grid_of_crosses_the_axes_once_each_the_first_point_leading():
+    assert grid_of({"n": [1, 2], "delta": [0.0, math.inf]}) == [
+        {"n": 1, "delta": 0.0}, {"n": 1, "delta": math.inf}, {"n": 2, "delta": 0.0}, {"n": 2, "delta": math.inf}]
+    base = {"eps": 0.05, "rounds": 4}
+    grid = grid_of({"eps": [0.05, 0.2], "rounds": [4]}, first=base)
+    assert grid == [base, {"eps": 0.2, "rounds": 4}]  # the configured point once, first
+    assert grid_of({"d": [1.0, 1, 2]}) == [{"d": 1.0}, {"d": 2}]  # 1 == 1.0: one point, the first spelling kept
+    assert grid_of({}, first={"d": 3}) == [{"d": 3}] and grid_of({}) == []
+
+
+def test_a_study_name_is_its_prefix_and_a_digest_of_what_it_measures():
+    a = study_name("repair-demo-mine", {"rubric": [1, 2], "models": ["m"]}, digits=10)
+    assert a.startswith("repair-demo-mine-") and len(a) == len("repair-demo-mine-") + 10
+    assert a == study_name("repair-demo-mine", {"models": ["m"], "rubric": [1, 2]}, digits=10)  # key order: same
+    assert a != study_name("repair-demo-mine", {"rubric": [1, 2], "models": ["n"]}, digits=10)
+    assert len(study_name("drift-x", [Path("p"), 1]).rsplit("-", 1)[1]) == 12  # str() for what JSON cannot hold
 
 def _hammer(open_storage, n_threads: int = 6, n_points: int = 60) -> None:
     """Many workers, each with its own storage object (as separate processes have), no sleep in the objective:
