@@ -6,7 +6,7 @@
   beside the value the shipped params.yaml sets.
 - ``reference/cli.md``: every ``rubriclab`` verb, from the argparse parser (``rubriclab.cli.build_parser``).
 
-The mkdocs hook (``scripts/docs_hooks.py``) adds both pages to every build; ``tests/test_docs.py`` compares the
+The mkdocs hook (``scripts/docs_hooks.py``) adds both pages to every build; ``tests/project/test_docs.py`` compares the
 params page with params.yaml. To look at them without building the site::
 
     .venv/bin/python scripts/docs_reference.py --out /tmp/reference

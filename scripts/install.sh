@@ -3,14 +3,14 @@
 # Idempotent: a second run only checks what is installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# PostgreSQL server binaries for the call-store and RDB study tests (tests/test_store_backends.py, test_studies.py start a throwaway
+# PostgreSQL server binaries for the call-store and RDB study tests (tests/llm/test_store_backends.py, test_studies.py start a throwaway
 # server; without the binaries that test is skipped). Debian/Ubuntu keep them in /usr/lib/postgresql/<v>/bin.
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
   { $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql; } >/dev/null 2>&1 \
     || echo "install: WARNING: could not install postgresql (apt-get install -y postgresql); the PostgreSQL test will be skipped" >&2
 fi
-# Headless Chromium and its driver for the browser tests (tests/test_browser.py) and `make screenshots`: Debian's
+# Headless Chromium and its driver for the browser tests (tests/project/test_browser.py) and `make screenshots`: Debian's
 # packages, never a downloaded browser build. Without them those tests are skipped with the reason.
 if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"

@@ -97,7 +97,7 @@ def test_files(module: str, baseline: bool = False) -> list[str]:
     for pattern in MODULES[module]:
         if baseline and pattern.startswith("test_mutants_"):
             continue
-        files += sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").glob(pattern))
+        files += sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob(pattern))
     return files
 
 
