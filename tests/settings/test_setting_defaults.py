@@ -19,15 +19,15 @@ import argparse
 import importlib.util
 import math
 import re
-import types
 import typing
 from pathlib import Path
-from typing import Annotated, Any, Union
+from typing import Any
 
 import yaml
 from pydantic import BaseModel
 
 from rubriclab import settings as S
+from rubriclab.settings import _strip  # the schema's own unwrapping of Annotated / | None
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "<name>"  # a user-named entry (data.sources.<name>, ...), as the params reference writes it
@@ -151,20 +151,6 @@ CLI_ONLY: dict[tuple[str, ...], str] = {
 
 
 # -- the schema's leaves -------------------------------------------------------------------------------------------
-def _strip(tp: Any) -> Any:
-    while True:
-        origin = typing.get_origin(tp)
-        if origin is Annotated:
-            tp = typing.get_args(tp)[0]
-        elif origin in (Union, types.UnionType):
-            rest = [a for a in typing.get_args(tp) if a is not type(None)]
-            if len(rest) != 1:
-                return tp
-            tp = rest[0]
-        else:
-            return tp
-
-
 def _is_model(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, BaseModel)
 
