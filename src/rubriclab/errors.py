@@ -5,7 +5,7 @@ from __future__ import annotations
 
 class RubricLabError(Exception):
     """Base class of every error rubriclab raises on purpose: every exception class in the package derives from it
-    (a stage or the CLI reports one as a line with its fix; tests/test_error_hierarchy.py checks the source)."""
+    (a stage or the CLI reports one as a line with its fix; tests/project/test_error_hierarchy.py checks the source)."""
 
 
 class ConfigError(RubricLabError):

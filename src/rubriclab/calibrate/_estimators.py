@@ -80,7 +80,7 @@ def isotonic_map(x: np.ndarray, y: np.ndarray, x_new: np.ndarray) -> np.ndarray:
     ``(x, y)`` and predicting ``x_new``, through ``scipy.optimize.isotonic_regression`` (100× faster on a handful of
     labels, which the coverage simulation fits thousands of times): equal x are pooled by their mean y, weighted
     by their count, as sklearn does; predictions interpolate linearly and clip at the ends
-    (tests/test_calibrate_coverage.py checks it equals sklearn's)."""
+    (tests/calibrate/test_calibrate_coverage.py checks it equals sklearn's)."""
     from scipy.optimize import isotonic_regression
 
     ux, inv = np.unique(np.asarray(x, dtype=float), return_inverse=True)

@@ -9,7 +9,7 @@ so its cells lie where a fresh evaluation would put them) when it shares more wi
 state in place does. Only a state's prompt cells are reused, never its reply's (decoded one token at a time, they
 give other logits than a prompt's: ``rubriclab.llm._local.PROMPT_CELLS_ATTR``). The tokens after the reused prefix
 are evaluated as they would be after the previous prompt: the logits are bit-identical to a fresh evaluation
-(tests/test_llm_local.py).
+(tests/llm/test_llm_local.py).
 """
 
 from __future__ import annotations

@@ -291,7 +291,7 @@ def _first_token_distribution(llm: Any, messages: list, k: int) -> dict:
 # llama.cpp gives a different result when the only token evaluated is the prompt's last one and cells after it
 # were just dropped (the same prompt again after its reply: max |logit difference| 0.40 on SmolLM2, and T=0
 # replies changed); re-evaluating two or more tokens is bit-identical to a fresh evaluation (measured, and
-# tested in tests/test_llm_local.py). So at least this many tokens of every prompt are evaluated afresh.
+# tested in tests/llm/test_llm_local.py). So at least this many tokens of every prompt are evaluated afresh.
 MIN_REEVALUATED = 2
 # For the same reason the cells of a reply (decoded one token at a time) are never reused: a prompt that repeats the
 # previous prompt and its reply (a re-ask after it, a next turn) got other logits from them than from a fresh

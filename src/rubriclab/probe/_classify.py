@@ -15,7 +15,7 @@ cluster-bootstrap CIs over the same groups (``classification_metrics``). The gro
 default the connected components of records and normalised criterion texts (``normalise_text``): an item
 joins its record's and its text's cluster, so no record and no wording is on both sides. Grouping by record
 alone lets a criterion reused in several records sit on both sides, and a probe that only memorises which
-wording got which label scores far above chance (see tests/test_probe_grouping.py). ``group_by="record"``
+wording got which label scores far above chance (see tests/probe/test_probe_grouping.py). ``group_by="record"``
 is for a fixed rubric whose criteria are judged on every record (the audit's prior leakage), where the
 question is new responses, not new wording. Items must come from one response source (one cohort). ``balance="subsample"`` undersamples the majority class of every *training*
 set (seeded); test sets are never altered. Failed judge labels (NaN) are counted and excluded.

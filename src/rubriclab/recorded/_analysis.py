@@ -23,14 +23,14 @@ pair come along). Paired comparisons, on the pairs both cells judged: Δ with it
 interval (``rubriclab.stats.paired_bootstrap``), the paired t-test's p-value (``rubriclab.stats.paired_t_tests``:
 not floored at 2/(B + 1) as a bootstrap p-value is, which made large families untestable), BH over each family
 (one judge's conditions; one condition's judges), and the t-test's MDE at the family's Bonferroni level α/m
-(``rubriclab.stats.mde_paired_t``; its power is checked by simulation in tests/test_stats_power.py).
+(``rubriclab.stats.mde_paired_t``; its power is checked by simulation in tests/stats/test_stats_power.py).
 Named contrasts (``Settings.contrasts``, or the importer's own: LLMBar's rules = Vanilla − Vanilla_NoRules and own
 rubric first = Metrics − Vanilla): the same paired test within each judge, one family per metric over every judge ×
 contrast, so the questions a source was set up for are not diluted by every other pair of conditions.
 
 Speed (``_boot``, ``_rows``): the frame is grouped once into integer-coded arrays, and every bootstrap with the
 same number of pairs shares scipy's draws, its replicate sums a matrix product: the same numbers as the
-per-call functions named above, bit for bit (``tests/test_recorded_scale.py``).
+per-call functions named above, bit for bit (``tests/recorded/test_recorded_scale.py``).
 """
 
 from __future__ import annotations

@@ -131,7 +131,7 @@ def mde_paired_t(se: float, n: int, alpha: float = 0.05, power: float = 0.8) -> 
     difference has standard error ``se``: the true mean difference it detects with probability ``power`` at
     level ``alpha`` (exact for normal differences: noncentral t, ``t_mde_factor``). For a family tested with
     BH at α, pass the Bonferroni level α/m: BH rejects at least what Bonferroni does, so the power holds.
-    Checked by simulation in tests/test_stats_power.py (m ∈ {1, 15, 66, 105})."""
+    Checked by simulation in tests/stats/test_stats_power.py (m ∈ {1, 15, 66, 105})."""
     if not float(se) >= 0:
         raise InputError(f"se={se!r}", field="se", expected="a standard error >= 0")
     return float(t_mde_factor(int(n) - 1, float(alpha), float(power)) * float(se))
@@ -211,7 +211,7 @@ def adjust_family(rows: list[dict[str, Any]], alpha: float = 0.05, power: float 
     """One family of paired comparisons, tested as every card states: BH over the rows' paired t-test p-values
     at ``alpha``; each row's MDE that of its t-test (``mde_paired_t`` on its ``se`` and ``n_test`` items) at the
     family's Bonferroni level α/m (m = the rows that could be tested), power ``power`` — BH rejects at least what
-    Bonferroni does, so the power holds (tests/test_stats_power.py simulates it); each row labelled
+    Bonferroni does, so the power holds (tests/stats/test_stats_power.py simulates it); each row labelled
     (``label_comparison``). Rows need ``p_value`` (None/NaN when untestable), ``se`` and ``n_test``."""
     p = np.array([np.nan if r.get("p_value") is None else r["p_value"] for r in rows], dtype=float)
     adjusted = bh_adjust(p) if rows else []
