@@ -13,8 +13,8 @@ import pytest
 from rubriclab.audit import AuditContext, audit_applicability, audit_reliability, audit_score_structure, audit_structure
 from rubriclab.llm import RoleSpec
 from rubriclab.rubrics import Criterion, RubricSet
-from rubriclab.testing import last_user_text, scripted_model
-from tests.discover.test_discover import ATTRS, planted_pairs
+from rubriclab.testing import DISCOVER_ATTRS as ATTRS
+from rubriclab.testing import last_user_text, planted_pairs, scripted_model
 
 
 def _h(*parts) -> int:

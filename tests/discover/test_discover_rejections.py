@@ -12,8 +12,10 @@ from rubriclab.data import Pair
 from rubriclab.discover import consolidate, discover, extract_candidates, nodes_from_candidates, task_derived_rubric
 from rubriclab.errors import InvariantError
 from rubriclab.llm import RoleSpec
-from rubriclab.testing import last_user_text, scripted_model
-from tests.discover.test_discover import CFG, consolidator_script, embed_script, planted_pairs
+from rubriclab.testing import DISCOVER_CFG as CFG
+from rubriclab.testing import discover_consolidator_script as consolidator_script
+from rubriclab.testing import discover_embed_script as embed_script
+from rubriclab.testing import last_user_text, planted_pairs, scripted_model
 
 COPY = {"name": "criterion_name", "description": "what responses should achieve for this criterion",
         "model_a_score": 5, "model_b_score": 5}
@@ -133,7 +135,7 @@ def test_describe_replies_that_copy_the_example_never_become_criteria(gateway, s
 
 
 def _planted_extractor(messages, params):
-    from tests.discover.test_discover import extractor_script
+    from rubriclab.testing import discover_extractor_script as extractor_script
 
     return extractor_script(messages, params)
 
@@ -188,8 +190,8 @@ def test_consolidation_that_loses_support_raises_invariant_error(gateway, store,
 
 def test_discover_that_loses_support_in_the_filter_raises_invariant_error(gateway, store, monkeypatch):
     import rubriclab.discover._pipeline as pipe
-    from tests.discover.test_discover import embed_script as emb
-    from tests.discover.test_discover import judge_script
+    from rubriclab.testing import discover_embed_script as emb
+    from rubriclab.testing import discover_judge_script as judge_script
 
     real = pipe.filter_pool
 

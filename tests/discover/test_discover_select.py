@@ -12,8 +12,9 @@ import pytest
 from rubriclab.data import Pair
 from rubriclab.discover import Node, discover, filter_pool, mmr_select
 from rubriclab.llm import RoleSpec
+from rubriclab.testing import discover_consolidator_script as consolidator_script
+from rubriclab.testing import discover_judge_script as judge_script
 from rubriclab.testing import last_user_text, scripted_model
-from tests.discover.test_discover import consolidator_script, judge_script
 
 
 def _node(nid: str, support: int, pairs: int) -> Node:

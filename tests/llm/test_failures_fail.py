@@ -252,7 +252,9 @@ def test_a_mostly_failing_server_fails_the_check_and_keeps_what_worked(tmp_path,
 # -- a stage ----------------------------------------------------------------------------------------------------
 @pytest.fixture
 def broken_project(tmp_path, server, monkeypatch):
-    from tests.discover.test_discover import consolidator_script, embed_script, judge_script
+    from rubriclab.testing import discover_consolidator_script as consolidator_script
+    from rubriclab.testing import discover_embed_script as embed_script
+    from rubriclab.testing import discover_judge_script as judge_script
 
     host = server.url.split("://", 1)[1]
     monkeypatch.setenv("FAKE_KEY", KEY)

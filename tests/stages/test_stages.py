@@ -11,9 +11,12 @@ from mlflow import MlflowClient
 from rubriclab.rubrics import load_rubric_set
 from rubriclab.stages.data import run_data_stage
 from rubriclab.stages.discover import run_discover_stage
+from rubriclab.testing import discover_consolidator_script as consolidator_script
+from rubriclab.testing import discover_embed_script as embed_script
+from rubriclab.testing import discover_judge_script as judge_script
+from rubriclab.testing import planted_hash as _h
 from rubriclab.testing import scripted_model, scripted_provider
 from rubriclab.tracking import tracking_uri
-from tests.discover.test_discover import _h, consolidator_script, embed_script, judge_script
 
 GENERIC = [  # (accuracy, directness) wordings; a pair gets one of three, so no text repeats for most pairs
     (("Accuracy", "Judges the accuracy of facts."), ("Directness", "Judges the directness of the answer.")),

@@ -3,6 +3,18 @@
 from __future__ import annotations
 
 from rubriclab.testing._browser import BrowserNotFoundError, browser, find_browser, mlflow_ui, wait_for_text
+from rubriclab.testing._discover_world import (
+    DISCOVER_ATTRS,
+    DISCOVER_CFG,
+    DISCOVER_NEUTRAL,
+    DISCOVER_PREFERRED,
+    discover_consolidator_script,
+    discover_embed_script,
+    discover_extractor_script,
+    discover_judge_script,
+    planted_hash,
+    planted_pairs,
+)
 from rubriclab.testing._drift_world import (
     BENCH_HURT_SENTENCE,
     BIAS_SENTENCE,
@@ -56,6 +68,8 @@ from rubriclab.testing._store_trace import count_write_transactions
 from rubriclab.testing._tiny_policy import tiny_policy
 
 __all__ = [
+    "DISCOVER_ATTRS", "DISCOVER_CFG", "DISCOVER_NEUTRAL", "DISCOVER_PREFERRED", "discover_consolidator_script",
+    "discover_embed_script", "discover_extractor_script", "discover_judge_script", "planted_hash", "planted_pairs",
     "BrowserNotFoundError", "browser", "find_browser", "mlflow_ui", "wait_for_text",
     "BENCH_HURT_SENTENCE", "BIAS_SENTENCE", "NEUTRAL_SENTENCES", "drift_pairs", "drift_world", "gate_rows",
     "judge_script", "refiner_script", "MARK", "attacker",
