@@ -3,24 +3,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pandas as pd
 
 from rubriclab.reporting import files_line
-
-
-def unexplained_empty(folder: Path, text: str) -> list[str]:
-    """The CSV files in ``folder`` with no data row whose name ``text`` does not list as empty with a reason."""
-    out = []
-    for path in sorted(folder.glob("*.csv")):
-        try:
-            empty = pd.read_csv(path).empty
-        except pd.errors.EmptyDataError:
-            empty = True
-        if empty and f"`{path.name}` — empty: " not in text:
-            out.append(path.name)
-    return out
+from rubriclab.testing import unexplained_empty
 
 
 def test_files_line_gives_each_empty_file_its_reason() -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from rubriclab.testing import repro_env as _repro_env
+from rubriclab.testing import unexplained_empty
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGE = "drift@demo"
@@ -47,7 +48,6 @@ def test_a_fresh_clone_reproduces_the_committed_lock_and_metrics_of_a_model_stag
     changed = _git_out("status", "--porcelain", "--untracked-files=no", cwd=clone)
     assert changed == "", f"a fresh {STAGE} differs from the commit:\n{changed}\n" + _git_out("diff", cwd=clone)[-4000:]
     # the default run leaves transfer.csv empty (no transfer judge): its summary says why, as for every empty table
-    from tests.project.test_empty_outputs import unexplained_empty
 
     out = clone / "outputs/drift/demo"
     summary = (out / "summary.md").read_text(encoding="utf-8")

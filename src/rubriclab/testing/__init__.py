@@ -36,6 +36,7 @@ from rubriclab.testing._fake_server import (
     request_key,
 )
 from rubriclab.testing._injection import injection_obeying_judge, naive_read
+from rubriclab.testing._outputs import unexplained_empty
 from rubriclab.testing._postgres import PostgresNotFoundError, find_postgres_bindir, new_database, postgres_server
 from rubriclab.testing._reliability import (
     VOLATILE_KEYS,
@@ -68,6 +69,7 @@ from rubriclab.testing._store_trace import count_write_transactions
 from rubriclab.testing._tiny_policy import tiny_policy
 
 __all__ = [
+    "unexplained_empty",
     "DISCOVER_ATTRS", "DISCOVER_CFG", "DISCOVER_NEUTRAL", "DISCOVER_PREFERRED", "discover_consolidator_script",
     "discover_embed_script", "discover_extractor_script", "discover_judge_script", "planted_hash", "planted_pairs",
     "BrowserNotFoundError", "browser", "find_browser", "mlflow_ui", "wait_for_text",
