@@ -10,7 +10,7 @@ import pandas as pd
 
 from rubriclab.audit._card import LEGEND, interval_legend
 from rubriclab.audit._context import AuditContext, interval_label
-from rubriclab.llm import embedded_note
+from rubriclab.llm import card_head
 from rubriclab.reporting import to_markdown
 from rubriclab.settings import Audit
 
@@ -46,10 +46,7 @@ def card_markdown(dataset: str, models: list[str], axes: tuple[str, ...], pool: 
     every empty cell is empty, the paired comparisons, per-source tables and the failure counts."""
     card = result["card"]
     level = f"{100 * ctx.confidence:g}%"
-    md = [f"# Audit card: {dataset}", "", f"Models: {', '.join(models)}", ""]
-    note = embedded_note(ctx.extra.get("embedded_roles", []))
-    if note:
-        md += [f"> {note}", ""]
+    md = card_head(f"Audit card: {dataset}", models, ctx.extra.get("embedded_roles", []))
     md += [f"Items: audit pool n={len(pool)} pairs, held-out n={len(heldout)} pairs, out-of-domain prompts "
            f"n={len(ood)} ({ood_name or 'none'}); axes: {', '.join(axes)}.", "",
            f"Cells: estimate [{level} interval] n=items (what each interval is: below the table). "

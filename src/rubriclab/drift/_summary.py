@@ -12,7 +12,7 @@ from rubriclab.drift._engine import DriftData, DriftSettings
 from rubriclab.drift._run import DriftContext
 from rubriclab.drift._stealth import stealth_check, transfer
 from rubriclab.judging import PairwiseRubric
-from rubriclab.llm import Gateway, RoleSpec, embedded_note
+from rubriclab.llm import Gateway, RoleSpec, card_head
 from rubriclab.reporting import files_line, to_markdown
 from rubriclab.rubrics import JudgeTemplate
 from rubriclab.settings import Drift
@@ -76,10 +76,7 @@ def run_summary(setting: str, data: DriftData, seed: JudgeTemplate, settings: Dr
     from rubriclab.drift._outputs import LABELS, comparison_markdown, transfer_markdown  # matplotlib: on first use
 
     counts, cfg, q = data.counts(), settings.drift, settings.drift.search
-    md = [f"# Rubric-induced preference drift: {setting}", "", f"Models: {', '.join(models)}", ""]
-    note = embedded_note(embedded)
-    if note:
-        md += [f"> {note}", ""]
+    md = card_head(f"Rubric-induced preference drift: {setting}", models, embedded)
     md += [f"Seed rubric: `{seed.name}`. Splits (pairs): bench train/val/test {counts['bench_train']}/"
            f"{counts['bench_val']}/{counts['bench_test']}, target train/val/test {counts['target_train']}/"
            f"{counts['target_val']}/{counts['target_test']}. Validation budget: {cfg.val_budget} candidates "

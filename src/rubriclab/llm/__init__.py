@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rubriclab.llm._answers import KINDS, answer_format, parse_exploit, parse_verdict_line, register_answer_kind
-from rubriclab.llm._notes import EMBEDDED_NOTE, embedded_note
+from rubriclab.llm._notes import EMBEDDED_NOTE, card_head, embedded_note
 from rubriclab.llm._parsers import (
     extract_json,
     json_parser,
@@ -123,7 +123,7 @@ def gateway_from_params(llm: Llm | Params | Mapping[str, Any], stage: str, proje
 
 
 __all__ = [
-    "EMBEDDED_NOTE", "embedded_note",
+    "EMBEDDED_NOTE", "card_head", "embedded_note",
     "KINDS", "answer_format", "parse_exploit", "parse_verdict_line", "register_answer_kind",
     "BudgetExceededError", "SpendBudget",
     "CallTally", "DEFAULT_MAX_FAILURE_SHARE", "RoleTally", "TalliedGateway", "check_calls",

@@ -15,3 +15,10 @@ def embedded_note(roles: list[str]) -> str | None:
         return f"{EMBEDDED_NOTE} Roles on the embedded model: {', '.join(roles)}."
     return (f"Roles {', '.join(roles)} run on the embedded SmolLM2-135M model: the numbers they feed (paraphrase ρ for "
             "the paraphraser, VFR for the attacker/verifier) show plumbing, not findings.")
+
+
+def card_head(title: str, models: list[str], roles: list[str]) -> list[str]:
+    """A card's first markdown lines: its title, the models behind it and, where roles ran on the embedded model,
+    the warning that names them."""
+    note = embedded_note(roles)
+    return [f"# {title}", "", f"Models: {', '.join(models)}", "", *([f"> {note}", ""] if note else [])]

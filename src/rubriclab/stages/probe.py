@@ -16,7 +16,7 @@ from rubriclab import atomic
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
-from rubriclab.llm import check_calls, embed_texts, embedded_note, gateway_from_params, panel, roles_from_params
+from rubriclab.llm import card_head, check_calls, embed_texts, gateway_from_params, panel, roles_from_params
 from rubriclab.paths import display_path
 from rubriclab.probe import (
     PROBE_MODELS,
@@ -125,10 +125,7 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
                 "n_boot": n_boot, "confidence": confidence}
     cf = pr.counterfactual
     flat: dict[str, Any] = {}
-    md = ["# Rubric artifacts: probe", "", f"Models: {', '.join(models_used)}", ""]
-    note = embedded_note(embedded)
-    if note:
-        md += [f"> {note}", ""]
+    md = card_head("Rubric artifacts: probe", models_used, embedded)
     md += [f"Intervals: {100 * confidence:g}% percentile bootstrap (B={n_boot}) over record-text clusters (a "
            "conversation's items, and every record sharing a criterion's wording, resampled together), on the "
            f"{probe_kw['test_size']:.0%} of clusters held out (split by cluster, so no record and no wording is on "

@@ -14,7 +14,7 @@ from rubriclab.audit import context_from_params
 from rubriclab.config import find_project_dir, load_params
 from rubriclab.data import read_pairs
 from rubriclab.errors import ConfigError
-from rubriclab.llm import check_calls, embedded_note, gateway_from_params, panel, roles_from_params
+from rubriclab.llm import card_head, check_calls, gateway_from_params, panel, roles_from_params
 from rubriclab.repair import (
     RepairSettings,
     curve_caption,
@@ -118,10 +118,7 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
     out = out_dir or project / "outputs/repair" / dataset
     out.mkdir(parents=True, exist_ok=True)
     flat: dict[str, Any] = {}
-    summary = [f"# Repair: {dataset}", "", f"Models: {', '.join(models)}", ""]
-    note = embedded_note(embedded)
-    if note:
-        summary += [f"> {note}", ""]
+    summary = card_head(f"Repair: {dataset}", models, embedded)
     summary += [f"Splits: failure packets from the audit pool (n={len(pool)} pairs), acceptance on dev "
                 f"(n={len(dev)} pairs), report on held-out (n={len(heldout)} pairs); {settings.repair.n_attacks} attacks "
                 f"per criterion on dev and held-out, τ={settings.tau:g}. Grid: δ ∈ "
