@@ -178,13 +178,15 @@ def worker() -> None:
         w0 = cpu_seconds(pids)
         c0, t0 = time.process_time(), time.perf_counter()
         results = gw.run(reqs)
-        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
-        cpu += cpu_seconds(pids) - w0  # the provider processes' CPU too
+        wall, own_cpu = time.perf_counter() - t0, time.process_time() - c0
+        workers_cpu = cpu_seconds(pids) - w0
+        cpu = own_cpu + workers_cpu  # the provider processes' CPU too
         gc2 = pauses.take()  # the batch's, not the store's close
         bad = [r.error for r in results if not r.ok][:3]
         gw.store.close()
         pacer = getattr(gw, "pacer", None)
         print(json.dumps({"rate": cmd["n"] / wall, "cpu_ms": 1000 * cpu / cmd["n"], "bad": bad, "gc2": gc2,
+                          "cpu_split_ms": [1000 * own_cpu / cmd["n"], 1000 * workers_cpu / cmd["n"]],
                           "txns": txns[0] if txns else None, "signals": pacer.signals if pacer else None,
                           "priced": price_of(role.model, 1, 1) is not None}),
               flush=True)
@@ -281,10 +283,12 @@ def main() -> None:
         seq = statistics.median(sequential(url, n_seq, f"seq{r}", args.model) for r in range(args.repeats))
         names = ["bare", *arms]
         rows = []
+        procs_split: dict[int, list[float]] = {}
         for c in conc:
             n = max(20, c * args.calls_per_slot)
             rates: dict[str, list[float]] = {k: [] for k in names}
             cpu: dict[str, list[float]] = {k: [] for k in names}
+            split: dict[str, list[list[float]]] = {k: [] for k in names}  # (gateway's process, its workers)
             for r in range(args.repeats):
                 for k in names[r % len(names):] + names[: r % len(names)]:  # rotate the order per repeat
                     if k == "bare":
@@ -299,10 +303,13 @@ def main() -> None:
                             signals.append(out["signals"])
                         rates[k].append(out["rate"])
                         cpu[k].append(out["cpu_ms"])
+                        split[k].append(out["cpu_split_ms"])
                     if c == conc[-1]:
                         gc2.setdefault(k, []).append(out["gc2"])
             rows.append((c, n, {k: statistics.median(v) for k, v in rates.items()},
                          {k: statistics.median(v) for k, v in cpu.items()}, rates))
+            if "procs" in split and split["procs"]:
+                procs_split[c] = [statistics.median(x[i] for x in split["procs"]) for i in (0, 1)]
 
         # untimed: store transactions per call at the largest C (statements traced), then the repeated batch
         c = conc[-1]
@@ -352,6 +359,9 @@ def main() -> None:
         line += f" {g / seq:>7.1f}  {cpu['bare']:.2f}, {cpu['after']:.2f}" + (f", {cpu['before']:.2f}"
                                                                               if has_before else "")
         print(line)
+    for c, (own_ms, workers_ms) in procs_split.items():
+        print(f"procs arm, C={c}: CPU ms/call in the gateway's process {own_ms:.2f}, in its provider processes "
+              f"{workers_ms:.2f} (median over repeats; benchmarks/process_handoff.py times the hand-off between them)")
     c, n = rows[-1][0], rows[-1][1]
     print(f"store write transactions for {n} calls at C={c}: " + "; ".join(
         f"{label(k)} {t} ({t / n:.2f} per call)" for k, t in txns.items()))

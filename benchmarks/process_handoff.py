@@ -1,0 +1,90 @@
+"""What a provider process's hand-off costs per call, beside what litellm itself costs per call (issue 60, item 5).
+
+The ``procs`` arm of ``gateway.py`` spends more CPU per call than bare litellm. The hand-off between the gateway's
+process and a worker (``llm._processes``) is: the call's kwargs pickled and unpickled, the reply's fields dumped
+(``reply_of``), pickled, unpickled and rebuilt as a ``ModelResponse`` (``response_of``). This times that hand-off,
+one step at a time, beside a sequential ``litellm.acompletion`` against the fake OpenAI server (no latency) in the
+same run (the server in its own process, so its CPU is not litellm's), and prints each as CPU ms per call and as a share of litellm's own.
+
+    .venv/bin/python benchmarks/process_handoff.py [--calls 400] [--handoffs 5000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pickle
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("OPENAI_API_KEY", "sk-fake-benchmark")
+
+import litellm  # noqa: E402
+
+import rubriclab.llm._gateway  # noqa: E402,F401 - litellm with the gateway's settings, as a worker has them
+from rubriclab.llm._processes import reply_of, response_of  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gateway import start_server  # noqa: E402 - the fake server in a child process, as gateway.py runs it
+
+MESSAGES = [{"role": "system", "content": "You are a careful judge. " * 20},
+            {"role": "user", "content": "Which response is better, A or B? " * 30}]
+
+
+def cpu_ms_per(n: int, fn) -> float:
+    t0 = time.process_time()
+    for _ in range(n):
+        fn()
+    return (time.process_time() - t0) / n * 1e3
+
+
+async def litellm_calls(url: str, n: int) -> tuple[float, object]:
+    kwargs = dict(model="openai/fake-bench", messages=MESSAGES, api_base=url, max_tokens=16, num_retries=0,
+                  max_retries=0, timeout=30)
+    resp = None
+    for _ in range(20):  # warm-up: first-call imports and pools
+        resp = await litellm.acompletion(**kwargs)
+    t0 = time.process_time()
+    for _ in range(n):
+        resp = await litellm.acompletion(**kwargs)
+    return (time.process_time() - t0) / n * 1e3, resp
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--calls", type=int, default=400, help="sequential litellm calls timed")
+    ap.add_argument("--handoffs", type=int, default=5000, help="hand-offs timed per step")
+    args = ap.parse_args()
+    server, url = start_server(0.0)
+    try:
+        litellm_ms, resp = asyncio.run(litellm_calls(url, args.calls))
+    finally:
+        server.terminate()
+        server.wait()
+    kwargs = dict(model="openai/fake-bench", messages=MESSAGES, timeout=30, num_retries=0, max_retries=0,
+                  max_tokens=16, _rubriclab_reply_cap=65536)
+    blob = pickle.dumps(kwargs)
+    reply = reply_of(resp, 0.2)
+    rblob = pickle.dumps(reply)
+    n = args.handoffs
+    steps = {
+        "kwargs pickled (gateway)": cpu_ms_per(n, lambda: pickle.dumps(kwargs)),
+        "kwargs unpickled (worker)": cpu_ms_per(n, lambda: pickle.loads(blob)),
+        "reply_of: fields dumped (worker)": cpu_ms_per(n, lambda: reply_of(resp, 0.2)),
+        "reply pickled (worker)": cpu_ms_per(n, lambda: pickle.dumps(reply)),
+        "reply unpickled (gateway)": cpu_ms_per(n, lambda: pickle.loads(rblob)),
+        "response_of: ModelResponse rebuilt (gateway)": cpu_ms_per(n, lambda: response_of(reply)),
+    }
+    total = sum(steps.values())
+    print(f"litellm.acompletion, sequential, fake server: {litellm_ms:.3f} CPU ms per call ({args.calls} calls)")
+    for name, ms in steps.items():
+        print(f"  {name:<46} {ms:.4f} ms  {ms / litellm_ms:7.2%} of litellm's")
+    print(f"hand-off in all: {total:.4f} CPU ms per call = {total / litellm_ms:.2%} of litellm's own per call "
+          f"(kwargs {len(blob)} B, reply {len(rblob)} B pickled)")
+
+
+if __name__ == "__main__":
+    main()
