@@ -288,7 +288,7 @@ def main() -> None:
             n = max(20, c * args.calls_per_slot)
             rates: dict[str, list[float]] = {k: [] for k in names}
             cpu: dict[str, list[float]] = {k: [] for k in names}
-            split: dict[str, list[list[float]]] = {k: [] for k in names}  # (gateway's process, its workers)
+            procs_cpu: list[list[float]] = []  # the procs arm's (gateway's process, its workers) per repeat
             for r in range(args.repeats):
                 for k in names[r % len(names):] + names[: r % len(names)]:  # rotate the order per repeat
                     if k == "bare":
@@ -303,13 +303,14 @@ def main() -> None:
                             signals.append(out["signals"])
                         rates[k].append(out["rate"])
                         cpu[k].append(out["cpu_ms"])
-                        split[k].append(out["cpu_split_ms"])
+                        if k == "procs":
+                            procs_cpu.append(out["cpu_split_ms"])
                     if c == conc[-1]:
                         gc2.setdefault(k, []).append(out["gc2"])
             rows.append((c, n, {k: statistics.median(v) for k, v in rates.items()},
                          {k: statistics.median(v) for k, v in cpu.items()}, rates))
-            if "procs" in split and split["procs"]:
-                procs_split[c] = [statistics.median(x[i] for x in split["procs"]) for i in (0, 1)]
+            if procs_cpu:
+                procs_split[c] = [statistics.median(x[i] for x in procs_cpu) for i in (0, 1)]
 
         # untimed: store transactions per call at the largest C (statements traced), then the repeated batch
         c = conc[-1]
