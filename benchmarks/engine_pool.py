@@ -54,7 +54,7 @@ def child(arm: str, pairs: int, tokens: int) -> None:
 
 def run_arm(arm: str, pairs: int, tokens: int) -> dict:
     cmd = [sys.executable, __file__, "--child", arm, "--pairs", str(pairs), "--tokens", str(tokens)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ})
+    proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"{arm}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
