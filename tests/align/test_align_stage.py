@@ -221,6 +221,34 @@ def test_a_policy_without_labels_is_reported_not_evaluated(project):
     assert "— (not trained: no labelled pair" in (out / "examples.md").read_text()
 
 
+def test_a_copied_policy_is_sampled_once_and_gets_the_draws_sampling_it_would_give(project, monkeypatch):
+    """biased@bench is seed@bench's adapter, copied (the same label set): the evaluate step samples it once and gives
+    the copy the original's draws. Once a file of the copy differs (its README: the weights stay the same) it is
+    sampled again, and that sampling gives the very same draws: skipping it changed no output."""
+    import shutil
+
+    import rubriclab.align._steps as steps
+
+    out = project["root"] / "copied"
+    shutil.copytree(project["root"] / "outputs/align/world", out)
+    sampled = []
+    real = steps.generate_candidates
+    monkeypatch.setattr(steps, "generate_candidates", lambda *a, **k: sampled.append(1) or real(*a, **k))
+    run_align_stage(project["params"], project["root"], "world", steps=("evaluate",), out_dir=out)
+    assert len(sampled) == 1 + 6 - 1  # the original and every trained policy but the copy
+    skipped = pd.read_csv(out / "generations.csv")
+    cols = ["prompt_id", "sample", "response", "n_tokens", "cut_off"]
+    copy = skipped[skipped["policy"] == "biased@bench"][cols].reset_index(drop=True)
+    assert len(copy) and copy.equals(skipped[skipped["policy"] == "seed@bench"][cols].reset_index(drop=True))
+    with open(out / "adapters/biased_bench/README.md", "a", encoding="utf-8") as f:
+        f.write("\nedited\n")
+    sampled.clear()
+    run_align_stage(project["params"], project["root"], "world", steps=("evaluate",), out_dir=out)
+    assert len(sampled) == 1 + 6
+    resampled = pd.read_csv(out / "generations.csv")
+    assert resampled[["policy", *cols]].equals(skipped[["policy", *cols]])
+
+
 def test_a_full_fine_tune_is_trained_measured_and_evaluated(tmp_path):
     """``align.dpo.mode: full`` saves a whole checkpoint, not an adapter: the margins after training and the
     evaluation load that checkpoint (they used to load it as a LoRA adapter and crash)."""

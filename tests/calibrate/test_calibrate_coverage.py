@@ -21,7 +21,7 @@ from rubriclab.calibrate import (
     simulated_coverage,
     verdict_table_from_frame,
 )
-from rubriclab.calibrate._estimators import isotonic_map
+from rubriclab.calibrate._estimators import isotonic_map, kfold_splits
 
 
 def _table(seed: int = 1, n: int = 100):
@@ -41,6 +41,19 @@ def test_the_isotonic_map_is_sklearns() -> None:
         new = rng.random(40) * 1.4 - 0.2  # beyond both ends: clipped
         want = IsotonicRegression(y_min=0, y_max=1, increasing=True, out_of_bounds="clip").fit(x, y).predict(new)
         assert np.array_equal(isotonic_map(x, y, new), want)
+
+
+def test_the_cached_folds_are_sklearns_kfold_and_cannot_be_changed() -> None:
+    from sklearn.model_selection import KFold
+
+    for n, folds, seed in [(6, 3, 0), (10, 5, 7), (10, 5, 8), (37, 5, 199), (10, 5, 7)]:  # the last one: cached
+        want = list(KFold(folds, shuffle=True, random_state=seed).split(np.zeros(n)))
+        got = kfold_splits(n, folds, seed)
+        assert len(got) == len(want)
+        assert all(np.array_equal(a, c) and np.array_equal(b, d) for (a, b), (c, d) in zip(got, want))
+    fit, _ = kfold_splits(10, 5, 7)[0]
+    with pytest.raises(ValueError, match="read-only"):
+        fit[0] = 99  # one draw cannot change the splits the next draws get
 
 
 def test_simulated_coverage_is_the_coverage_of_calibrate_over_the_draws() -> None:

@@ -101,5 +101,15 @@ def label_digest(data: pd.DataFrame) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def policy_digest(folder: Path) -> str:
+    """A saved policy's identity: every file's name and bytes (an adapter copied for an equal label set has the
+    original's)."""
+    h = hashlib.sha256()
+    for path in sorted(p for p in Path(folder).rglob("*") if p.is_file()):
+        h.update(path.relative_to(folder).as_posix().encode() + b"\0")
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def adapter_dir(ctx: AlignContext, rubric: str, regime: str) -> Path:
     return ctx.out / "adapters" / f"{rubric}_{regime}"

@@ -20,6 +20,7 @@ from rubriclab.align._context import (
     AlignContext,
     adapter_dir,
     label_digest,
+    policy_digest,
     policy_name,
     read_labels,
     ripd_split,
@@ -176,13 +177,20 @@ def run_evaluate(ctx: AlignContext) -> dict[str, Any]:
             policies[name] = a
     frames = []
     texts = [p["prompt"] for p in prompts]
+    sampled: dict[str, pd.DataFrame] = {}  # a saved policy's digest -> its candidates
     for name, adapter in policies.items():
+        digest = policy_digest(adapter) if adapter is not None else None
+        if digest in sampled:  # the same weights (copied for an equal label set), the same seed: the same draws
+            frames.append(sampled[digest].assign(policy=name))
+            continue
         model = load_policy(source, adapter=adapter, device=device)  # a LoRA adapter or a full checkpoint
         cand = generate_candidates(model, tokenizer, texts, n=n, temperature=float(cfg.temperature),
                                    top_p=float(cfg.top_p), max_new_tokens=int(cfg.max_new_tokens),
                                    seed=ctx.seed)
         meta = pd.DataFrame(prompts).iloc[cand["prompt_index"]].reset_index(drop=True)
         frames.append(pd.concat([meta, cand], axis=1).assign(policy=name))
+        if digest is not None:
+            sampled[digest] = frames[-1]
         del model
     cands = pd.concat(frames, ignore_index=True)
     reward = ctx.reward

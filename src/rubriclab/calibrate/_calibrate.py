@@ -93,11 +93,15 @@ def calibrate(table: VerdictTable | pd.DataFrame, *, labelled: Iterable[str] | N
 
 
 def estimates(Y: np.ndarray, Yhat: np.ndarray, Yhat_u: np.ndarray, verdicts: np.ndarray, *, confidence: float,
-              lam: float | None, isotonic_folds: int, seed: int) -> tuple[list[Estimate], list[str]]:
+              lam: float | None, isotonic_folds: int, seed: int,
+              judge: Estimate | None = None) -> tuple[list[Estimate], list[str]]:
     """The estimates from the labelled pairs' human values ``Y`` and verdicts ``Yhat``, the unlabelled pairs'
     verdicts ``Yhat_u`` and every pair's ``verdicts``: labels-only, judge-only, PPI, and isotonic when there are
-    enough labels; and the notes on what was skipped (``calibrate`` and the coverage simulation share it)."""
-    ests = [labels_only(Y, confidence), judge_only(verdicts, confidence), ppi(Y, Yhat, Yhat_u, confidence, lam)]
+    enough labels; and the notes on what was skipped (``calibrate`` and the coverage simulation share it).
+    ``judge``: ``judge_only(verdicts, confidence)`` made once by the caller (it uses no label, so every label draw
+    of the coverage simulation has the same one)."""
+    ests = [labels_only(Y, confidence), judge if judge is not None else judge_only(verdicts, confidence),
+            ppi(Y, Yhat, Yhat_u, confidence, lam)]
     notes = []
     if isotonic_folds <= 0:
         notes.append("isotonic calibration not asked for")

@@ -14,6 +14,7 @@ import numpy as np
 
 from rubriclab.calibrate._calibrate import estimates
 from rubriclab.calibrate._draw import draw_labelled
+from rubriclab.calibrate._estimators import judge_only
 from rubriclab.calibrate._table import VerdictTable
 
 
@@ -36,11 +37,12 @@ def simulated_coverage(vt: VerdictTable, *, label_fraction: float, draws: int, c
     position = {pid: i for i, pid in enumerate(frame["pair_id"])}
     ids = list(frame["pair_id"])
     hits: dict[str, int] = {}
+    judge = judge_only(verdict, confidence)  # no label in it: the same interval in every draw
     for k in range(draws):
         mask = np.zeros(len(frame), dtype=bool)
         mask[[position[p] for p in draw_labelled(ids, label_fraction, k)]] = True
         ests, _ = estimates(human[mask], verdict[mask], verdict[~mask], verdict, confidence=confidence, lam=lam,
-                            isotonic_folds=isotonic_folds, seed=k)
+                            isotonic_folds=isotonic_folds, seed=k, judge=judge)
         for e in ests:
             hits[e.method] = hits.get(e.method, 0) + int(e.covers(truth))
     tol = coverage_tolerance(confidence, draws)

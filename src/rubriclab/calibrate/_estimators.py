@@ -7,6 +7,7 @@ the N unlabelled pairs. Every interval is a normal (z) interval at ``confidence`
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -90,6 +91,19 @@ def isotonic_map(x: np.ndarray, y: np.ndarray, x_new: np.ndarray) -> np.ndarray:
     return np.interp(np.asarray(x_new, dtype=float), ux, fitted)
 
 
+@lru_cache(maxsize=4096)
+def kfold_splits(n: int, folds: int, seed: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """``sklearn.model_selection.KFold(folds, shuffle=True, random_state=seed).split`` of ``n`` items, made once per
+    (n, folds, seed): the splits depend on nothing else, and the coverage simulation asks for the same ones in every
+    cell of a source (the same draw seeds over cells of one size). Read-only arrays."""
+    from sklearn.model_selection import KFold
+
+    splits = tuple(KFold(folds, shuffle=True, random_state=seed).split(np.empty((n, 1))))
+    for fit, held in splits:
+        fit.flags.writeable = held.flags.writeable = False
+    return splits
+
+
 def isotonic(Y: np.ndarray, Yhat: np.ndarray, Yhat_u: np.ndarray, confidence: float, folds: int,
              seed: int) -> Estimate:
     """Judge → human calibration by isotonic regression (increasing, clipped to [0, 1]: ``isotonic_map``),
@@ -97,11 +111,10 @@ def isotonic(Y: np.ndarray, Yhat: np.ndarray, Yhat_u: np.ndarray, confidence: fl
     other folds' labels and predicts its own labelled pairs; every fold's map predicts the unlabelled pairs. The
     estimate and its interval are cross-prediction-powered (``ppi_py.crossppi_mean_ci``)."""
     from ppi_py import crossppi_mean_ci, crossppi_mean_pointestimate
-    from sklearn.model_selection import KFold
 
     oof = np.empty_like(Y, dtype=float)
     per_fold = np.empty((len(Yhat_u), folds))
-    for k, (fit, held) in enumerate(KFold(folds, shuffle=True, random_state=seed).split(Y)):
+    for k, (fit, held) in enumerate(kfold_splits(len(Y), folds, seed)):
         both = isotonic_map(Yhat[fit], Y[fit], np.concatenate([Yhat[held], Yhat_u]))
         oof[held], per_fold[:, k] = both[:len(held)], both[len(held):]
     value = float(np.squeeze(crossppi_mean_pointestimate(Y, oof, per_fold)))
