@@ -57,3 +57,32 @@ def test_a_batched_run_equals_each_estimate_on_its_own() -> None:
     want = [mean_bootstrap(v, s, eager, 0.9) for s, v in zip(subsets, values, strict=True)]
     for g, w in zip(got, want, strict=True):
         assert "_pending" not in g and (g["low"], g["high"], g["se"]) == (w["low"], w["high"], w["se"])
+
+
+def test_a_paired_difference_over_a_few_pairs_leaves_out_and_counts_the_replicates_that_drew_none() -> None:
+    """3 of 300 pairs: a replicate draws none of them with probability (1 - 3/300)^300 ≈ e^-3, and has no Δ there.
+    Those replicates are left out and counted; the interval, SE and bootstrap p-value are the other replicates' (one
+    NaN used to blank the whole interval, and the shipped LLMBar card had such an entry: value, no interval, no
+    reason)."""
+    from rubriclab.recorded._boot import dropped_note
+
+    n_pairs, n_boot, seed = 300, 2000, 4
+    subset = np.array([10, 150, 299])
+    a, b = np.array([1.0, 1.0, 0.0]), np.array([0.0, 1.0, 1.0])
+    res = Resampling([f"p{i:03d}" for i in range(n_pairs)], n_boot, seed)
+    (d,) = paired_differences([(subset, a, b)], res, LEVEL)
+    res.run()
+    counts = byte_counts(n_pairs, n_boot, seed)[:, subset].astype(float)
+    drawn = counts.sum(axis=1)
+    none = drawn == 0
+    assert 40 <= none.sum() <= 160  # ~e^-3 of 2000: the case is really exercised
+    assert d["n_invalid_resamples"] == int(none.sum())
+    want = (counts[~none] @ (a - b)) / drawn[~none]  # Δ of each replicate that drew one of the pairs
+    low, high = np.quantile(want, [(1 - LEVEL) / 2, (1 + LEVEL) / 2])
+    assert (d["low"], d["high"]) == pytest.approx((low, high), abs=1e-12)
+    assert d["se"] == pytest.approx(np.std(want, ddof=1), rel=1e-12)
+    p = 2 * min(1 + np.sum(want <= 0), 1 + np.sum(want >= 0)) / (len(want) + 1)
+    assert d["p_value"] == pytest.approx(min(1.0, p), rel=1e-12)
+    assert d["degenerate"] is None
+    note = dropped_note(d)
+    assert note and f"{int(none.sum())} of {n_boot} resamples" in note and f"the other {n_boot - int(none.sum())}" in note

@@ -3,6 +3,7 @@ parquet): what a verdict becomes, what is never guessed, and one-line errors wit
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pandas as pd
@@ -144,3 +145,35 @@ def test_table_bad_input_is_one_line_with_file_and_line(tmp_path, rows, match):
     with pytest.raises(InputError, match=match) as err:
         read_table(_write(rows, tmp_path / "t.csv"))
     assert "\n" not in str(err.value)
+
+
+def test_a_csv_with_a_byte_that_is_not_utf8_past_the_first_page_reads_each_row_once(tmp_path, monkeypatch):
+    """pandas meets the byte in a later page; the table used to be read again from the start by a fallback after the
+    first pages were already in, so they counted twice ("pair 'p1' judged again")."""
+    table = importlib.import_module("rubriclab.recorded.formats.table")  # `formats` also names a function
+
+    monkeypatch.setattr(table, "PAGE_ROWS", 2)
+    path = _write(ROWS, tmp_path / "t.csv")
+    path.write_bytes(path.read_bytes().rstrip(b"\n") + b"\xe9\n")  # a latin-1 byte at the end of the last row
+    rs = read_table(path)
+    assert len(rs.frame()) == len(ROWS)
+    assert rs.pairs["p3"].output_2 == "\ufffd"  # the byte, read as U+FFFD (as read_rows reads it)
+
+
+def test_json_lines_are_read_a_page_at_a_time_and_a_late_column_is_an_error(tmp_path, monkeypatch):
+    table = importlib.import_module("rubriclab.recorded.formats.table")  # `formats` also names a function
+
+    whole = read_table(_write(ROWS, tmp_path / "t.jsonl")).frame()
+    monkeypatch.setattr(table, "PAGE_ROWS", 2)
+
+    def whole_file(*_a, **_k):
+        raise AssertionError("a JSON-lines table was read whole")
+
+    monkeypatch.setattr(table, "read_rows", whole_file)
+    paged = read_table(tmp_path / "t.jsonl").frame()
+    pd.testing.assert_frame_equal(paged.reset_index(drop=True), whole.reset_index(drop=True), check_categorical=False)
+    late = [dict(r) for r in ROWS]
+    late[4]["label.ann2"] = "tie"  # an annotator column first given on line 5, in the third page
+    with pytest.raises(InputError, match=r"t2\.jsonl:5: field 'label\.ann2': column 'label\.ann2' first appears "
+                                         r"after the first 2 rows"):
+        read_table(_write(late, tmp_path / "t2.jsonl"))

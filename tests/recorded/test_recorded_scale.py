@@ -179,7 +179,9 @@ def _paired_ref(xa: np.ndarray, xb: np.ndarray, ids: list[str], s: Settings) -> 
     """Δ and its interval: per replicate Σ w (a − b) / Σ w over the shared pairs; over every pair also scipy's."""
     pos = np.searchsorted(np.array(UNIVERSE), np.array(ids, dtype=str))
     w = _weights(s)[:, pos]
-    dist = (w @ (xa - xb)) / w.sum(axis=1)
+    with np.errstate(invalid="ignore"):
+        dist = (w @ (xa - xb)) / w.sum(axis=1)
+    dist = dist[np.isfinite(dist)]  # a replicate that drew none of these pairs: left out (and counted)
     low, high = percentile_interval(dist, s.confidence)
     out = {"diff": float((xa.sum() - xb.sum()) / len(xa)), "low": low, "high": high, "se": float(np.std(dist, ddof=1)),
            "mean_a": float(xa.mean()), "mean_b": float(xb.mean())}

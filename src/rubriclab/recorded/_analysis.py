@@ -59,7 +59,7 @@ from rubriclab.recorded._agreement import (
     pairwise_agreement,
 )
 from rubriclab.recorded._biases import biases as bias_rows
-from rubriclab.recorded._boot import Resampling, additive_bootstraps, mean_bootstrap, paired_differences
+from rubriclab.recorded._boot import Resampling, additive_bootstraps, dropped_note, mean_bootstrap, paired_differences
 from rubriclab.recorded._disagreements import confusion_counts, disagreements
 from rubriclab.recorded._leaderboard import judge_vs_judge, leaderboard
 from rubriclab.recorded._records import CHOICES, ORDERS, VERDICTS, RecordedSet
@@ -197,6 +197,8 @@ def entry(value: float | None, *, n: int, boot: dict[str, Any] | None = None, se
                    level=settings.confidence, unit=unit, resamples=settings.n_boot, n_units=boot.get("n_items"))
         if boot.get("degenerate"):
             out["interval_note"] = boot["degenerate"]
+        elif dropped_note(boot):
+            out.update(interval_note=dropped_note(boot), resamples_dropped=int(boot["n_invalid_resamples"]))
         out.update(tail)
 
     if out["value"] is None and out["reason"] is None:
@@ -398,11 +400,12 @@ def _paired_row(fixed: dict[str, Any], n_common: int, res: dict[str, Any] | None
         return {**row, "degenerate": "fewer than 2 shared pairs"}
     out = {**row, "mean_a": res["mean_a"], "mean_b": res["mean_b"], "diff": res["diff"], "low": res["low"],
            "high": res["high"], "se": test["se"], "p_value": test["p_value"], "boot_se": res["se"],
-           "degenerate": res.get("degenerate")}
+           "degenerate": res.get("degenerate"), "resamples_dropped": res.get("n_invalid_resamples", 0)}
     if res.get("_pending") is not None:  # a batched bootstrap: its interval once it has run
 
         def fill() -> None:
-            out.update(low=res["low"], high=res["high"], boot_se=res["se"], degenerate=res.get("degenerate"))
+            out.update(low=res["low"], high=res["high"], boot_se=res["se"], degenerate=res.get("degenerate"),
+                       resamples_dropped=res["n_invalid_resamples"])
 
         res["_pending"].then(fill)
     return out
@@ -580,10 +583,12 @@ def majority_of_judges(df: pd.DataFrame, s: Settings, judged: Rows | None = None
                      "best_judge_accuracy": float(np.mean(b)) if len(b) else None,
                      "majority_evaluation_accuracy": float(np.mean(a)) if len(a) else None,
                      "diff_vs_best": cmp.get("diff"), "diff_low": cmp.get("low"), "diff_high": cmp.get("high"),
-                     "p_value": cmp.get("p_value"), "ci": s.interval("pairs").replace("bootstrap", "paired bootstrap")
+                     "p_value": cmp.get("p_value"), "diff_resamples_dropped": cmp.get("n_invalid_resamples"),
+                     "ci": s.interval("pairs").replace("bootstrap", "paired bootstrap")
                      + ", on the evaluation half"})
         when_done(cmp, lambda row=row, cmp=cmp: row.update(diff_low=cmp["low"], diff_high=cmp["high"],
-                                                           p_value=cmp["p_value"]))
+                                                           p_value=cmp["p_value"],
+                                                           diff_resamples_dropped=cmp["n_invalid_resamples"]))
     return rows
 
 

@@ -311,7 +311,7 @@ def paired_differences(compared: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
         r: dict[str, Any] = {"diff": float((a.sum() - b.sum()) / n), "low": np.nan, "high": np.nan,
                              "p_value": np.nan, "se": np.nan, "n_items": n, "n_obs": n, "mean_a": float(a.mean()),
                              "mean_b": float(b.mean()), "n_resamples": res.n_resamples, "confidence": confidence,
-                             "degenerate": None, "method": "percentile"}
+                             "degenerate": None, "method": "percentile", "n_invalid_resamples": 0}
         out.append(r)
         if n == 1:
             r.update(low=r["diff"], high=r["diff"], se=0.0,
@@ -319,19 +319,37 @@ def paired_differences(compared: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
             continue
         r["_pending"] = res
         res.sums(np.asarray(codes, dtype=np.intp), np.column_stack([a - b, np.ones(n)]),
-                 lambda s, r=r: _paired_finish(r, s, res.n_resamples, confidence))
+                 lambda s, r=r: _paired_finish(r, s, confidence))
     return out
 
 
-def _paired_finish(r: dict[str, Any], s: np.ndarray, n_resamples: int, confidence: float) -> None:
+def _paired_finish(r: dict[str, Any], s: np.ndarray, confidence: float) -> None:
     """One comparison's interval, bootstrap p-value and SE from its replicate sums ``s`` ``(B, 2)``."""
     r.pop("_pending", None)
     with np.errstate(divide="ignore", invalid="ignore"):
-        dist = (np.ascontiguousarray(s[:, 0]) / np.ascontiguousarray(s[:, 1]))[None, :]
-    p_le = (1 + np.count_nonzero(dist <= 0, axis=-1)) / (n_resamples + 1)
-    p_ge = (1 + np.count_nonzero(dist >= 0, axis=-1)) / (n_resamples + 1)
-    low, high = percentile_intervals(dist, confidence)
-    r.update(low=float(low[0]), high=float(high[0]), se=float(np.std(dist[0], ddof=1)),
-             p_value=float(min(1.0, 2.0 * min(p_le[0], p_ge[0]))))
-    if np.ptp(dist[0]) == 0:
+        dist = np.ascontiguousarray(s[:, 0]) / np.ascontiguousarray(s[:, 1])
+    # A replicate that drew none of these pairs (a subset of the source's: probability ~e^-n) has no Δ. It is left
+    # out and counted, as ``finish_distribution`` does; one NaN used to blank the whole interval.
+    good = dist[np.isfinite(dist)]
+    r["n_invalid_resamples"] = int(dist.size - good.size)
+    if not good.size:
+        r["degenerate"] = "the statistic was undefined (NaN) on every resample"
+        return
+    p_le = (1 + np.count_nonzero(good <= 0)) / (good.size + 1)
+    p_ge = (1 + np.count_nonzero(good >= 0)) / (good.size + 1)
+    low, high = percentile_intervals(good[None, :], confidence)
+    r.update(low=float(low[0]), high=float(high[0]), se=float(np.std(good, ddof=1)) if good.size > 1 else 0.0,
+             p_value=float(min(1.0, 2.0 * min(p_le, p_ge))))
+    if np.ptp(good) == 0:
         r["degenerate"] = "every item has the same difference: the bootstrap distribution is a point"
+
+
+def dropped_note(boot: dict[str, Any]) -> str | None:
+    """What an interval left out: the resamples on which its statistic was undefined (``n_invalid_resamples``), or
+    None when it used every one."""
+    k = int(boot.get("n_invalid_resamples") or 0)
+    if not k or boot.get("n_resamples") is None:
+        return None
+    b = int(boot["n_resamples"])
+    return (f"{k} of {b} resamples left the statistic undefined (none of these {boot.get('n_items')} pairs drawn, "
+            f"or a zero denominator) and are left out: the interval is of the other {b - k}")

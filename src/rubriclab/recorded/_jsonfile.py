@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import gzip
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -80,20 +82,28 @@ def require(obj: Any, keys: tuple[str, ...], *, file: Path, line: int, what: str
     return obj
 
 
-def jsonl_rows(path: Path) -> list[tuple[int, Any]]:
+def iter_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     """The JSON value of every non-blank line of ``path`` (blank lines skipped, as the publishers' ``read_jsonl``
-    does), each as ``(line number, value)``; an undecodable line is a one-line error naming it."""
+    does), each as ``(line number, value)``, read a line at a time (a ``.gz`` file decompressed as it is read): memory
+    is one line, not the file. An undecodable line is a one-line error naming it; bytes that are not UTF-8 read as
+    U+FFFD."""
+    path = Path(path)
     if not path.is_file():
         raise InputError("file not found" if not path.exists() else "is not a file", file=str(path),
                          expected="a JSON-lines file as the publisher ships it")
-    rows = []
-    with path.open(encoding="utf-8", errors="replace") as fh:
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as fh:
         for line, text in enumerate(fh, start=1):
             if not text.strip():
                 continue
             try:
-                rows.append((line, json.loads(text)))
+                value = json.loads(text)
             except ValueError as exc:
                 raise InputError(f"invalid JSON: {exc}", file=str(path), line=line,
                                  expected="one JSON object a line") from None
-    return rows
+            yield line, value
+
+
+def jsonl_rows(path: Path) -> list[tuple[int, Any]]:
+    """``iter_jsonl``'s rows, all of them."""
+    return list(iter_jsonl(path))

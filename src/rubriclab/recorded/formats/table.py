@@ -24,6 +24,7 @@ required or typed column is an error naming the file, the line and the column.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ from pandas.api.types import union_categoricals
 
 from rubriclab.data import file_format, read_rows
 from rubriclab.errors import InputError
+from rubriclab.recorded._jsonfile import iter_jsonl
 from rubriclab.recorded._records import JudgmentColumns, RecordedPair, RecordedSet
 from rubriclab.recorded._registry import SourceContext, register_format
 
@@ -121,26 +123,34 @@ def _pages(path: Path) -> Iterator[pd.DataFrame]:
             yield df
     elif fmt == "csv" and not str(path).endswith(".gz"):
         try:
-            chunks = pd.read_csv(path, dtype=str, keep_default_na=False, chunksize=PAGE_ROWS)
+            # bytes that are not UTF-8 read as U+FFFD, as read_rows reads them (a fallback that re-read the whole
+            # file after the first pages had been yielded counted those pages twice)
+            chunks = pd.read_csv(path, dtype=str, keep_default_na=False, chunksize=PAGE_ROWS, encoding_errors="replace")
             start = 2
             for df in chunks:
                 df["_line"] = np.arange(start, start + len(df))
                 start += len(df)
                 yield df
-        except UnicodeDecodeError:
-            yield from _row_pages(path)
         except (pd.errors.ParserError, ValueError) as exc:
             m = re.search(r"line (\d+)", str(exc))
             raise InputError(f"unparseable CSV: {str(exc).strip().splitlines()[-1]}", file=str(path),
                              line=int(m.group(1)) if m else None, expected="a CSV file with a header row") from None
-    else:  # JSON lines / JSON / gz: the project's line-aware reader, a page at a time
-        yield from _row_pages(path)
+    elif fmt == "jsonl":  # read a line at a time: a page of rows in memory, never the file
+        yield from _frames(_objects(iter_jsonl(path), path))
+    else:  # a JSON array, a gzipped CSV: the project's line-aware reader, then a page at a time
+        yield from _frames(iter(read_rows(path)))
 
 
-def _row_pages(path: Path) -> Iterator[pd.DataFrame]:
-    rows = read_rows(path)
-    for k in range(0, len(rows), PAGE_ROWS):
-        part = rows[k:k + PAGE_ROWS]
+def _objects(rows: Iterator[tuple[int, Any]], path: Path) -> Iterator[tuple[int, dict]]:
+    for line, obj in rows:
+        if not isinstance(obj, dict):
+            raise InputError(f"line holds a JSON {type(obj).__name__}, not an object", file=str(path), line=line,
+                             expected="one JSON object per line")
+        yield line, obj
+
+
+def _frames(rows: Iterator[tuple[int, dict]]) -> Iterator[pd.DataFrame]:
+    while part := list(itertools.islice(rows, PAGE_ROWS)):
         df = pd.DataFrame.from_records([r for _, r in part])
         df["_line"] = [line for line, _ in part]
         yield df
@@ -298,6 +308,7 @@ def read_table(path: str | Path, *, name: str | None = None, default_condition: 
     errors = _Errors()
     parts = [_page(first, cols, label_cols, file, default_condition, errors)]
     for page in pages:
+        _no_new_columns(page, cols, file)
         parts.append(_page(page, cols, label_cols, file, default_condition, errors))
     f = _concat(parts)
     _cross_checks(f, [*PAIR_TEXT, *label_cols], file, errors)
@@ -322,6 +333,17 @@ def read_table(path: str | Path, *, name: str | None = None, default_condition: 
     return RecordedSet(name=name or path.stem, format="table", path=file, pairs=pairs,
                        judgments=JudgmentColumns(frame), provenance=f"a table of recorded judgments ({path.name})",
                        label_rule=rule, notes=notes)
+
+
+def _no_new_columns(page: pd.DataFrame, cols: set[str], file: str) -> None:
+    """A key that JSON lines first give after the first page would be read on no row at all: an error, not a drop."""
+    new = sorted(set(page.columns) - cols - {"_line"})
+    if new:
+        name = new[0]
+        given = page[name].notna().to_numpy()
+        line = int(page["_line"].iloc[int(np.argmax(given)) if given.any() else 0])
+        raise InputError(f"column '{name}' first appears after the first {PAGE_ROWS:,} rows", file=file, line=line,
+                         field=name, expected="every column on one of the first rows (a key with a null value will do)")
 
 
 def _choices(verdict: pd.Series, order: pd.Series) -> pd.Categorical:
@@ -356,7 +378,10 @@ def _concat(parts: list[pd.DataFrame]) -> pd.DataFrame:
     out = {}
     for col in parts[0].columns:
         if isinstance(parts[0][col].dtype, pd.CategoricalDtype):
-            out[col] = union_categoricals([p[col] for p in parts])
+            cats = [p[col] for p in parts]
+            if len({c.cat.categories.dtype for c in cats}) > 1:  # a page without a value: object, not str, categories
+                cats = [c.cat.set_categories(c.cat.categories.astype(object)) for c in cats]
+            out[col] = union_categoricals(cats)
         else:
             out[col] = np.concatenate([p[col].to_numpy() for p in parts])
     return pd.DataFrame(out)
