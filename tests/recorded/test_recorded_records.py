@@ -177,3 +177,17 @@ def test_json_lines_are_read_a_page_at_a_time_and_a_late_column_is_an_error(tmp_
     with pytest.raises(InputError, match=r"t2\.jsonl:5: field 'label\.ann2': column 'label\.ann2' first appears "
                                          r"after the first 2 rows"):
         read_table(_write(late, tmp_path / "t2.jsonl"))
+
+
+def test_a_csv_error_names_the_physical_line_when_a_reply_spans_lines(tmp_path):
+    """A judge's reply in a quoted field holds line breaks; the line an error names is the row's own first line in
+    the file, not its record number (it said 4 for a row that starts on line 6)."""
+    rows = [dict(r) for r in ROWS[:4]]
+    rows[0]["raw"] = "I compared both.\nThe first is better.\nVerdict: first"
+    rows[2]["label"] = "3"
+    path = _write(rows, tmp_path / "t.csv")
+    lines = path.read_text().splitlines()
+    start = next(i for i, t in enumerate(lines, start=1) if t.startswith("p2,") and ",original," in t)
+    assert start == 6  # header, p1 (three lines), p1 swapped, then this row
+    with pytest.raises(InputError, match=rf"t\.csv:{start}: field 'label': label '3'"):
+        read_table(path)

@@ -103,8 +103,9 @@ class _Col:
 
 
 def _pages(path: Path) -> Iterator[pd.DataFrame]:
-    """The table in pages of at most ``PAGE_ROWS`` rows, each with its rows' ``_line`` (CSV: line 1 is the header;
-    JSON lines: the physical line; parquet: the 1-based row)."""
+    """The table in pages of at most ``PAGE_ROWS`` rows, each with its rows' ``_line`` (CSV: the record's first
+    physical line, line 1 the header, a quoted field's line breaks counted; a blank line between records, which
+    pandas skips, is not. JSON lines: the physical line; parquet: the 1-based row)."""
     fmt = file_format(path)
     if not path.is_file():
         raise InputError("file not found", file=str(path), expected=f"an existing .{fmt} file")
@@ -126,10 +127,15 @@ def _pages(path: Path) -> Iterator[pd.DataFrame]:
             # bytes that are not UTF-8 read as U+FFFD, as read_rows reads them (a fallback that re-read the whole
             # file after the first pages had been yielded counted those pages twice)
             chunks = pd.read_csv(path, dtype=str, keep_default_na=False, chunksize=PAGE_ROWS, encoding_errors="replace")
+            quoted = _has_quote(path)  # without a quote no field spans lines: each record is one line
             start = 2
             for df in chunks:
-                df["_line"] = np.arange(start, start + len(df))
-                start += len(df)
+                span = np.ones(len(df), dtype=np.int64)  # the physical lines of each record
+                if quoted:
+                    for c in df.columns:
+                        span += df[c].str.count("\n").to_numpy(dtype=np.int64, na_value=0)
+                df["_line"] = start + np.cumsum(span) - span
+                start += int(span.sum())
                 yield df
         except (pd.errors.ParserError, ValueError) as exc:
             m = re.search(r"line (\d+)", str(exc))
@@ -139,6 +145,14 @@ def _pages(path: Path) -> Iterator[pd.DataFrame]:
         yield from _frames(_objects(iter_jsonl(path), path))
     else:  # a JSON array, a gzipped CSV: the project's line-aware reader, then a page at a time
         yield from _frames(iter(read_rows(path)))
+
+
+def _has_quote(path: Path) -> bool:
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 24):
+            if b'"' in block:
+                return True
+    return False
 
 
 def _objects(rows: Iterator[tuple[int, Any]], path: Path) -> Iterator[tuple[int, dict]]:
