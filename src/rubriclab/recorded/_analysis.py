@@ -59,7 +59,7 @@ from rubriclab.recorded._agreement import (
     pairwise_agreement,
 )
 from rubriclab.recorded._biases import biases as bias_rows
-from rubriclab.recorded._boot import Resampling, additive_bootstraps, dropped_note, mean_bootstrap, paired_differences
+from rubriclab.recorded._boot import Resampling, additive_bootstraps, dropped_fields, mean_bootstrap, paired_differences
 from rubriclab.recorded._disagreements import confusion_counts, disagreements
 from rubriclab.recorded._leaderboard import judge_vs_judge, leaderboard
 from rubriclab.recorded._records import CHOICES, ORDERS, VERDICTS, RecordedSet
@@ -197,8 +197,7 @@ def entry(value: float | None, *, n: int, boot: dict[str, Any] | None = None, se
                    level=settings.confidence, unit=unit, resamples=settings.n_boot, n_units=boot.get("n_items"))
         if boot.get("degenerate"):
             out["interval_note"] = boot["degenerate"]
-        elif dropped_note(boot):
-            out.update(interval_note=dropped_note(boot), resamples_dropped=int(boot["n_invalid_resamples"]))
+        out.update(dropped_fields(boot))
         out.update(tail)
 
     if out["value"] is None and out["reason"] is None:
@@ -400,7 +399,7 @@ def _paired_row(fixed: dict[str, Any], n_common: int, res: dict[str, Any] | None
         return {**row, "degenerate": "fewer than 2 shared pairs"}
     out = {**row, "mean_a": res["mean_a"], "mean_b": res["mean_b"], "diff": res["diff"], "low": res["low"],
            "high": res["high"], "se": test["se"], "p_value": test["p_value"], "boot_se": res["se"],
-           "degenerate": res.get("degenerate"), "resamples_dropped": res.get("n_invalid_resamples", 0)}
+           "degenerate": res.get("degenerate"), "resamples_dropped": res["n_invalid_resamples"]}
     if res.get("_pending") is not None:  # a batched bootstrap: its interval once it has run
 
         def fill() -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from rubriclab.recorded._boot import dropped_note
+from rubriclab.recorded._boot import dropped_fields
 from rubriclab.recorded._records import CHOICES, RecordedSet
 from rubriclab.recorded._rows import Rows
 
@@ -113,12 +113,6 @@ def biases(rs: RecordedSet, judged: Rows, s: Any, mean_entry: Any, paired: Any,
     return rows, info
 
 
-def _dropped(d: dict[str, Any]) -> dict[str, Any]:
-    """An entry's note on the resamples its interval left out (``_boot.dropped_note``), when it left any."""
-    note = None if d.get("degenerate") else dropped_note(d)
-    return {"interval_note": note, "resamples_dropped": int(d["n_invalid_resamples"])} if note else {}
-
-
 def _same_pairs(hit: np.ndarray, pair: np.ndarray, label_code: np.ndarray, side: np.ndarray, s: Any,
                 mean_entry: Any, paired: Any, when_done: Any) -> dict[str, Any]:
     """Judge and labels on the pairs both preferred one output of (the judge in at least one decided judgment):
@@ -137,7 +131,7 @@ def _same_pairs(hit: np.ndarray, pair: np.ndarray, label_code: np.ndarray, side:
                                   "method": "percentile paired bootstrap", "level": s.confidence, "unit": "pairs",
                                   "resamples": s.n_boot, "reason": None}
         when_done(d, lambda: excess.update(low=d["low"], high=d["high"], reason=d.get("degenerate"),
-                                           **_dropped(d)))
+                                           **dropped_fields(d)))
     else:
         out["excess"] = {"value": None, "low": None, "high": None, "n": int(len(pairs)),
                          "reason": "fewer than 2 pairs with a decided verdict and a 1/2 label"}

@@ -353,3 +353,10 @@ def dropped_note(boot: dict[str, Any]) -> str | None:
     b = int(boot["n_resamples"])
     return (f"{k} of {b} resamples left the statistic undefined (none of these {boot.get('n_items')} pairs drawn, "
             f"or a zero denominator) and are left out: the interval is of the other {b - k}")
+
+
+def dropped_fields(boot: dict[str, Any]) -> dict[str, Any]:
+    """A card entry's ``interval_note`` and ``resamples_dropped`` when its interval left resamples out (and is not
+    degenerate, whose reason the entry gives instead); nothing otherwise."""
+    note = None if boot.get("degenerate") else dropped_note(boot)
+    return {"interval_note": note, "resamples_dropped": int(boot["n_invalid_resamples"])} if note else {}
