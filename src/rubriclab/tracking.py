@@ -309,13 +309,15 @@ def stage_run(
     project_dir: Path,
     experiment: str = "rubriclab",
     tags: Mapping[str, Any] | None = None,
+    record_dir: Path | None = None,
 ) -> Iterator[RunHandle]:
     """One MLflow run for one DVC stage instance (e.g. ``run_name="audit@helpsteer2-human"``).
 
     Logs ``params`` flattened (secrets dropped), tags ``stage``, ``git_commit`` (``unknown``
     outside git) and ``dvc_exp_name`` (``$DVC_EXP_NAME``, empty in the workspace), plus ``tags``.
     Yields a :class:`RunHandle`. The run ends FINISHED, or FAILED if the block raises
-    (KILLED on KeyboardInterrupt); the exception propagates.
+    (KILLED on KeyboardInterrupt); the exception propagates. ``record_dir``: the folder the block wrote its
+    outputs to; a finished run writes ``mlflow_run.json`` there (none without it).
     """
     from mlflow import MlflowClient
 
@@ -337,29 +339,21 @@ def stage_run(
     reap_orphaned_runs(client, exp_id)
     with _run(client, exp_id, run_name, params, all_tags) as handle:
         yield handle
-        write_run_record(project_dir, stage, run_name, handle)
+        if record_dir is not None:
+            write_run_record(Path(record_dir), stage, run_name, handle)
 
 
 RUN_RECORD = "mlflow_run.json"
 
 
-def run_record_dir(project_dir: Path, stage: str, run_name: str) -> Path:
-    """Where a stage instance's outputs live: ``outputs/<stage>/<instance>`` for ``stage@instance`` when that
-    folder exists, else ``outputs/<stage>``."""
-    _, _, item = run_name.partition("@")
-    base = Path(project_dir) / "outputs" / stage
-    return base / item if item and (base / item).is_dir() else base
-
-
-def write_run_record(project_dir: Path, stage: str, run_name: str, handle: RunHandle) -> Path | None:
-    """Write ``mlflow_run.json`` (run id, experiment id, run name) beside a finished stage's outputs, so the
-    report links each section to the run that made it, not the newest run of that name. The file differs on
-    every run, so ``.dvcignore`` keeps it out of DVC's hashes."""
-    folder = run_record_dir(project_dir, stage, run_name)
-    if not folder.is_dir():
-        return None
+def write_run_record(folder: Path, stage: str, run_name: str, handle: RunHandle) -> Path:
+    """Write ``mlflow_run.json`` (run id, experiment id, run name) into the folder a finished stage wrote, so the
+    report links each section to the run that made it, not the newest run of that name. The stage names the folder:
+    a guess from the run name put an ad-hoc run's record (``--out``) into the DVC stage's folder. The file differs
+    on every run, so ``.dvcignore`` keeps it out of DVC's hashes."""
     record = {"run_id": handle.run_id, "experiment_id": handle.experiment_id, "run_name": run_name, "stage": stage}
-    return write_text(folder / RUN_RECORD, json.dumps(record, indent=1) + "\n")
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    return write_text(Path(folder) / RUN_RECORD, json.dumps(record, indent=1) + "\n")
 
 
 def reap_orphaned_runs(client: MlflowClient, experiment_id: str) -> list[str]:

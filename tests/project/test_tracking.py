@@ -231,3 +231,41 @@ def test_env_tracking_uri_wins(tmp_path: Path, project: Path, monkeypatch: pytes
     r = MlflowClient(tracking_uri=tracking_uri(project)).get_run(run.run_id)
     assert r.info.status == "FINISHED" and r.data.params == {"n": "1"}
     assert r.data.tags["dvc_exp_name"] == ""  # workspace run, not a `dvc exp run`
+
+
+def test_a_run_record_goes_only_to_the_folder_the_stage_names(project: Path, client) -> None:
+    """``mlflow_run.json`` is written where the stage wrote its outputs. A guess from the run name put the record
+    of ``rubriclab align train --out X`` (``align@demo:train``) into ``outputs/align`` and the record of an ad-hoc
+    ``rubriclab report --out X`` over the DVC report's own, and the next report listed a run that made none of its
+    outputs."""
+    dvc_report = project / "outputs/report"
+    dvc_report.mkdir(parents=True)
+    with stage_run("report", "report", {}, project, record_dir=dvc_report) as dvc_run:
+        pass
+    assert json.loads((dvc_report / "mlflow_run.json").read_text())["run_id"] == dvc_run.run_id
+    adhoc = project / "elsewhere"
+    with stage_run("report", "report", {}, project, record_dir=adhoc) as adhoc_run:
+        pass
+    assert json.loads((adhoc / "mlflow_run.json").read_text())["run_id"] == adhoc_run.run_id
+    assert json.loads((dvc_report / "mlflow_run.json").read_text())["run_id"] == dvc_run.run_id
+    (project / "outputs/align/demo").mkdir(parents=True)
+    with stage_run("align", "align@demo:train", {}, project):  # no folder named: no record anywhere
+        pass
+    assert sorted(p.relative_to(project).as_posix() for p in project.rglob("mlflow_run.json")) == [
+        "elsewhere/mlflow_run.json", "outputs/report/mlflow_run.json"]
+
+
+def test_every_stage_names_the_folder_of_its_run_record() -> None:
+    """Each ``stage_run`` in the stages passes ``record_dir``: without it the stage's outputs name no run and the
+    report falls back to the newest run of that name."""
+    import ast
+
+    stages = Path(__file__).resolve().parents[2] / "src/rubriclab/stages"
+    missing, seen = [], 0
+    for path in sorted(stages.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "stage_run":
+                seen += 1
+                if "record_dir" not in {k.arg for k in node.keywords}:
+                    missing.append(f"{path.name}:{node.lineno}")
+    assert seen >= 10 and missing == []

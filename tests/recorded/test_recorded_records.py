@@ -3,7 +3,6 @@ parquet): what a verdict becomes, what is never guessed, and one-line errors wit
 
 from __future__ import annotations
 
-import importlib
 import json
 
 import pandas as pd
@@ -150,7 +149,7 @@ def test_table_bad_input_is_one_line_with_file_and_line(tmp_path, rows, match):
 def test_a_csv_with_a_byte_that_is_not_utf8_past_the_first_page_reads_each_row_once(tmp_path, monkeypatch):
     """pandas meets the byte in a later page; the table used to be read again from the start by a fallback after the
     first pages were already in, so they counted twice ("pair 'p1' judged again")."""
-    table = importlib.import_module("rubriclab.recorded.formats.table")  # `formats` also names a function
+    import rubriclab.recorded.formats.table as table
 
     monkeypatch.setattr(table, "PAGE_ROWS", 2)
     path = _write(ROWS, tmp_path / "t.csv")
@@ -161,7 +160,7 @@ def test_a_csv_with_a_byte_that_is_not_utf8_past_the_first_page_reads_each_row_o
 
 
 def test_json_lines_are_read_a_page_at_a_time_and_a_late_column_is_an_error(tmp_path, monkeypatch):
-    table = importlib.import_module("rubriclab.recorded.formats.table")  # `formats` also names a function
+    import rubriclab.recorded.formats.table as table
 
     whole = read_table(_write(ROWS, tmp_path / "t.jsonl")).frame()
     monkeypatch.setattr(table, "PAGE_ROWS", 2)

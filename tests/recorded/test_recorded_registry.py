@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rubriclab.errors import ConfigError
-from rubriclab.recorded import FORMATS, format_names, formats, get_format, read_source, register_format
+from rubriclab.recorded import FORMATS, format_names, get_format, read_source, register_format, registered_formats
 from rubriclab.recorded._registry import _FORMATS, check_keys
 from rubriclab.settings import RECORDED_FORMATS
 
@@ -14,7 +14,7 @@ from rubriclab.settings import RECORDED_FORMATS
 def test_every_module_of_the_formats_folder_registers_its_reader() -> None:
     assert RECORDED_FORMATS == FORMATS == tuple(format_names())
     assert {"llmbar", "pandalm", "table", "mlflow", "store"} <= set(RECORDED_FORMATS)
-    for name, fmt in formats().items():
+    for name, fmt in registered_formats().items():
         assert fmt.name == name and fmt.read.__module__ == f"rubriclab.recorded.formats.{name}" and fmt.what
 
 
@@ -58,3 +58,15 @@ def test_a_registered_reader_is_what_a_source_reads(tmp_path) -> None:
             register_format("zz_probe", what="another")(lambda s, c: None)
     finally:
         _FORMATS.pop("zz_probe", None)
+
+
+def test_the_readers_subpackage_is_reachable_by_its_dotted_name() -> None:
+    """``rubriclab.recorded.formats`` is the folder of readers. An exported function of that name hid it:
+    ``import rubriclab.recorded.formats.table`` raised ImportError, and the inspect_ai page's
+    ``rubriclab.recorded.formats.inspect_ai.read_inspect`` an AttributeError."""
+    import rubriclab.recorded
+    import rubriclab.recorded.formats.table as table
+
+    assert table.read_table is rubriclab.recorded.read_table
+    assert rubriclab.recorded.formats.inspect_ai.read_inspect is rubriclab.recorded.read_inspect
+    assert sorted(registered_formats()) == list(FORMATS)

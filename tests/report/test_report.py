@@ -44,8 +44,8 @@ def test_sections_follow_the_outputs(tmp_path):
 
 def _report(root):
     _outputs(root)
-    with stage_run("audit", "audit@ds", {}, root, tags={"models": "local/smollm2-135m",
-                                                        "embedded_model": "True"}) as run:
+    with stage_run("audit", "audit@ds", {}, root, tags={"models": "local/smollm2-135m", "embedded_model": "True"},
+                   record_dir=root / "outputs/audit/ds") as run:
         run_id = run.run_id
     res = build_report(root, root / "outputs/report", tracking_uri=tracking_uri(root),
                        experiment="rubriclab", ledger_rows=LEDGER, store="calls.sqlite", ui_url="http://ui:9")
@@ -86,7 +86,8 @@ def test_the_page_is_the_same_bytes_on_a_later_build_with_new_runs(report, tmp_p
     rebuild of the same outputs (a fresh clone's `dvc repro`) leaves the page, which DVC hashes, unchanged."""
     res, html, run_id = report
     project = res["path"].parents[2]
-    with stage_run("audit", "audit@ds", {}, project, tags={"models": "local/smollm2-135m", "embedded_model": "True"}):
+    with stage_run("audit", "audit@ds", {}, project, tags={"models": "local/smollm2-135m", "embedded_model": "True"},
+                   record_dir=project / "outputs/audit/ds"):
         pass
     again = build_report(project, tmp_path / "again", tracking_uri=tracking_uri(project), experiment="rubriclab",
                          ledger_rows=[{**LEDGER[0], "items": 99}], store="calls.sqlite", ui_url="http://ui:9",
@@ -103,7 +104,8 @@ def test_the_page_is_the_same_bytes_after_an_earlier_report_run(report, tmp_path
     changed)."""
     res, html, _ = report
     project = res["path"].parents[2]
-    with stage_run("report", "report", {}, project, tags={"sections": "audit-ds, ledger"}):
+    with stage_run("report", "report", {}, project, tags={"sections": "audit-ds, ledger"},
+                   record_dir=project / "outputs/report"):
         pass
     again = build_report(project, tmp_path / "again", tracking_uri=tracking_uri(project), experiment="rubriclab",
                          ledger_rows=LEDGER, store="calls.sqlite", ui_url="http://ui:9")
@@ -129,6 +131,22 @@ def test_a_section_links_the_run_its_outputs_name_not_a_newer_run_of_that_name(r
     fact = _build(build_report(project, tmp_path / "third", tracking_uri=tracking_uri(project),
                                experiment="rubriclab", ledger_rows=LEDGER, store="calls.sqlite"))["runs"]["audit@ds"]
     assert fact["run_id"] == newer.info.run_id and fact["found_by"] == "newest by name"
+
+
+def test_an_adhoc_cli_run_of_a_stage_does_not_take_its_sections_link(report, tmp_path):
+    """``rubriclab audit --dataset ds`` (outputs/audit_cli/ds) is a run named ``audit@ds`` too: its record, in its own
+    folder, must not replace the DVC stage's in the report (before, the record went into outputs/audit/ds itself)."""
+    res, _, run_id = report
+    project = res["path"].parents[2]
+    with stage_run("audit", "audit@ds", {}, project, tags={"adhoc": "True"},
+                   record_dir=project / "outputs/audit_cli/ds") as adhoc:
+        pass
+    assert json.loads((project / "outputs/audit_cli/ds/mlflow_run.json").read_text())["run_id"] == adhoc.run_id
+    assert json.loads((project / "outputs/audit/ds/mlflow_run.json").read_text())["run_id"] == run_id
+    again = build_report(project, tmp_path / "again", tracking_uri=tracking_uri(project), experiment="rubriclab",
+                         ledger_rows=LEDGER, store="calls.sqlite")
+    fact = _build(again)["runs"]["audit@ds"]
+    assert fact["run_id"] == run_id and fact["found_by"] == "outputs"
 
 
 def test_markdown_images_never_reach_the_page():

@@ -62,7 +62,14 @@ from rubriclab.recorded._records import (
     to_choice,
     to_verdict,
 )
-from rubriclab.recorded._registry import Format, SourceContext, format_names, formats, get_format, register_format
+from rubriclab.recorded._registry import (
+    Format,
+    SourceContext,
+    format_names,
+    get_format,
+    register_format,
+    registered_formats,
+)
 from rubriclab.recorded._shipped import SHIPPED_FORMATS, shipped_path
 from rubriclab.recorded._sources import read_source, tracking_location
 from rubriclab.recorded.formats.inspect_ai import read_inspect
@@ -114,7 +121,6 @@ __all__ = [
     "confusion",
     "fleiss_kappa",
     "format_names",
-    "formats",
     "gate_inputs",
     "get_format",
     "headline",
@@ -142,6 +148,7 @@ __all__ = [
     "read_store",
     "read_table",
     "register_format",
+    "registered_formats",
     "recorded_gate",
     "recorded_gate_settings",
     "shipped_path",

@@ -75,19 +75,20 @@ def publisher_check_of(name: str) -> Callable[[Any, Any], dict[str, Any] | None]
     return _CHECKS.get(name)
 
 
-def formats() -> dict[str, Format]:
-    """Every registered format, by name (sorted)."""
+def registered_formats() -> dict[str, Format]:
+    """Every registered format, by name (sorted). Not ``formats``: that name is the subpackage of readers
+    (``rubriclab.recorded.formats.inspect_ai``), which a function of the same name hid."""
     return dict(sorted(_FORMATS.items()))
 
 
 def format_names() -> list[str]:
-    return list(formats())
+    return list(registered_formats())
 
 
 def get_format(name: str, where: str = "recorded.sources.<name>.format") -> Format:
     """The format ``name``, or a one-line error listing the registered ones and what each reads."""
     if name not in _FORMATS:
-        listed = "; ".join(f"{f.name} ({f.what})" for f in formats().values())
+        listed = "; ".join(f"{f.name} ({f.what})" for f in registered_formats().values())
         raise ConfigError(f"{where}: unknown format {name!r}; expected one of: {listed}")
     return _FORMATS[name]
 

@@ -27,7 +27,7 @@ def _entry(source: RecordedSource | Mapping[str, Any], name: str) -> RecordedSou
 def read_source(source: RecordedSource | Mapping[str, Any], project: Path, name: str, *,
                 llm: Llm | Mapping[str, Any] | None = None, data_seed: int = Data().seed) -> RecordedSet:
     """Read ``recorded.sources.<name>`` (typed, or a mapping validated as params.yaml's): ``{path, format, …}``
-    with the format's registered importer (``rubriclab.recorded.formats()``; relative paths from the project
+    with the format's registered importer (``rubriclab.recorded.registered_formats()``; relative paths from the project
     folder; ``shipped:<set>`` a set shipped with the package, e.g. ``shipped:llmbar_natural``). ``llm`` (the
     ``llm`` section: the judge role, the store, the templates) and ``data_seed`` (``data.seed``, the default
     presentation seed) are read by ``format: store`` only."""

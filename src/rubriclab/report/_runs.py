@@ -13,7 +13,8 @@ def stage_runs(tracking_uri: str, experiment: str, project: Path | None = None) 
     """``{run_name: {run_id, experiment_id, status, tags, found_by}}``, one per stage instance (e.g.
     ``audit@demo_helpful``); {} when the store or the experiment does not exist.
 
-    A stage's outputs name the run that wrote them (``outputs/**/mlflow_run.json``, ``found_by: "outputs"``);
+    A stage's outputs name the run that wrote them (``outputs/**/mlflow_run.json``, ``found_by: "outputs"``; an
+    ad-hoc CLI run's record, in its own folder, is not a stage's);
     an instance without that record falls back to its newest top-level run of that name (``"newest by name"``),
     which may be a later run than the one behind the outputs."""
     from mlflow import MlflowClient
@@ -39,6 +40,8 @@ def stage_runs(tracking_uri: str, experiment: str, project: Path | None = None) 
             r = client.get_run(record["run_id"])
         except MlflowException:
             continue  # outputs from a run this store does not hold (another machine's store)
+        if r.data.tags.get("adhoc") == "True":
+            continue  # a CLI run's own folder (outputs/<verb>_cli/...): it made none of the stage's outputs
         if r.info.experiment_id == exp.experiment_id:
             out[r.info.run_name] = _entry(r, "outputs")
     return out

@@ -98,7 +98,7 @@ def run_align_stage(params: dict[str, Any], project: Path, setting: str, *, step
     with stage_run("align", name, p.effective(), project, experiment=p.tracking.experiment,
                    tags={"models": "; ".join(f"{k}={v}" for k, v in ctx.models.items()),
                          "embedded_model": str(bool(ctx.embedded)), "setting": setting,
-                         "adhoc": str(ctx.adhoc)}) as run:
+                         "adhoc": str(ctx.adhoc)}, record_dir=ctx.out) as run:
         timing: dict[str, float] = {}
         labels = train = evaluation = None
 

@@ -71,7 +71,8 @@ def run_audit_stage(params: dict[str, Any], project: Path, dataset: str, *, sour
     embedded = bool(ctx.extra["embedded_roles"])
     with stage_run("audit", f"audit@{dataset}", p.effective(), project, experiment=p.tracking.experiment,
                    tags={"dataset": dataset, "models": ", ".join(models), "sources": ", ".join(rubric_sets),
-                         "embedded_model": str(embedded), "adhoc": str(out_dir is not None)}) as run:
+                         "embedded_model": str(embedded), "adhoc": str(out_dir is not None)},
+                   record_dir=out) as run:
         result = run_audit(rubric_sets, pool=pool, heldout=heldout, ood=ood, ctx=ctx, cfg=a, axes=axes)
         card = result["card"]
         add_leakage(card, result["details"], rubric_sets, ctx)

@@ -63,7 +63,8 @@ def run_data_stage(params: dict[str, Any], project_dir: Path) -> dict[str, Any]:
     if "data" not in given(params):
         raise ConfigError("params.yaml: missing key 'data'")
     sources = "+".join(p.data.sources) or "none"
-    with stage_run("data", f"data@{sources}", p.effective(), project_dir, experiment=p.tracking.experiment) as run:
+    with stage_run("data", f"data@{sources}", p.effective(), project_dir, experiment=p.tracking.experiment,
+                   record_dir=out) as run:
         report = build_splits(p.data, out, base_dir=project_dir)
         counts = split_counts(report)
         run.log_metrics(counts)

@@ -109,7 +109,8 @@ def run_discover_stage(params: dict[str, Any], project_dir: Path, dataset: str, 
     with stage_run("discover", f"discover@{dataset}", p.effective(), project_dir,
                    experiment=p.tracking.experiment,
                    tags={"dataset": dataset, "models": ", ".join(sorted({m.model for r in roles.values()
-                                                                          for m in panel(r)}))}) as run:
+                                                                          for m in panel(r)}))},
+                   record_dir=evidence) as run:
         result = discover(pairs, cfg, gateway=gateway, store=gateway.store, extractor=_role(roles, "extractor"),
                           consolidator=_role(roles, "consolidator"), embedder=_role(roles, "embedder"),
                           judge=_role(roles, "judge"), dataset=dataset, seed=p.data.seed,

@@ -108,7 +108,7 @@ def run_drift_stage(params: dict[str, Any], project: Path, setting: str, *, seed
     flat: dict[str, Any] = {}
     with stage_run("drift", f"drift@{setting}", p.effective(), project, experiment=p.tracking.experiment,
                    tags={"setting": setting, "models": ", ".join(models), "embedded_model": str(bool(embedded)),
-                         "adhoc": str(out_dir is not None)}) as run:
+                         "adhoc": str(out_dir is not None)}, record_dir=out) as run:
         results: dict[str, dict[str, Any]] = {}
         for method in settings.drift.methods:
             if method != "ours":

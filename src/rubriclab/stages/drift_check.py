@@ -108,20 +108,20 @@ def run_drift_check(params: Params | dict[str, Any], project: Path, *, old: str 
     result.notes = notes + result.notes
     out = Path(out_dir) if out_dir else project / "outputs/drift_check"
     paths = write_gate_report(result, out, clusters=cluster_table, note=note)
-    run_id = _track(result, params, project, paths, embedded, gateway) if track else None
+    run_id = _track(result, params, project, paths, embedded, gateway, out) if track else None
     check_calls(gateway)  # the report is written; a role whose calls failed fails the gate (and its run, in _track)
     return {"result": result, "out": out, "paths": paths, "run_id": run_id, "note": note}
 
 
 def _track(result: DriftCheck, params: Params, project: Path, paths: dict[str, Path], embedded: bool,
-           gateway: Any = None) -> str:
+           gateway: Any, out: Path) -> str:
     name = f"drift_check@{result.old['name']}->{result.new['name']}"
     tags = {"old_rubric": result.old["name"], "new_rubric": result.new["name"], "old_digest": result.old["digest"],
             "new_digest": result.new["digest"], "judge": result.settings["judge"], "flagged": str(result.flagged),
             "flags": ", ".join(f["kind"] for f in result.flags) or "none", "embedded_model": str(embedded),
             "verdict": result.verdict}
     with stage_run("drift_check", name, params.effective(), project, experiment=params.tracking.experiment,
-                   tags=tags) as run:
+                   tags=tags, record_dir=out) as run:
         metrics: dict[str, Any] = {"flagged": int(result.flagged), "n_flipped": len(result.flipped)}
         for r in result.domains.to_dict(orient="records"):
             for k in ("n", "n_failed_either", "agreement_old", "agreement_new", "diff", "ci_low", "ci_high",

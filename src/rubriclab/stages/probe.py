@@ -137,7 +137,8 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
     cohorts: dict[str, tuple[str, pd.DataFrame]] = {}  # cohort -> (dataset, items)
     with stage_run("probe", "probe", p.effective(), project, experiment=p.tracking.experiment,
                    tags={"models": ", ".join(models_used), "embedded_model": str(bool(embedded)),
-                         "datasets": ", ".join(datasets), "adhoc": str(out_dir is not None)}) as run:
+                         "datasets": ", ".join(datasets), "adhoc": str(out_dir is not None)},
+                   record_dir=out) as run:
         for name, items in datasets.items():
             items = generate_responses(items, gateway=gateway, generator=generator, templates_dir=templates_dir)
             items = judge_items(items, gateway=gateway, judge=judge, templates_dir=templates_dir)

@@ -56,12 +56,12 @@ def _finite(x: Any) -> bool:
 
 
 def _track(rs: RecordedSet, analysis: RecordedAnalysis, p: Params, project: Path,
-           paths: dict[str, Path], metrics: dict[str, Any]) -> str:
-    tags = {"source": rs.name, "format": rs.format, "judges": ", ".join(rs.judges),
+           paths: dict[str, Path], metrics: dict[str, Any], out: Path, adhoc: bool) -> str:
+    tags = {"adhoc": str(adhoc), "source": rs.name, "format": rs.format, "judges": ", ".join(rs.judges),
             "conditions": ", ".join(rs.conditions), "provenance": rs.provenance, "model_calls": "0",
             "embedded_model": str(any(j.startswith("local/") for j in rs.judges)), "recorded": "True"}
     with stage_run("recorded", f"recorded@{rs.name}", p.effective(), project, experiment=p.tracking.experiment,
-                   tags=tags) as run:
+                   tags=tags, record_dir=out) as run:
         run.log_metrics({"model_calls": 0, **{k: v for k, v in metrics["counts"].items() if _finite(v)}})
         for path in paths.values():
             run.log_artifact(path)
@@ -119,7 +119,7 @@ def run_recorded_stage(params: Params | dict[str, Any], project: Path, name: str
     if out_dir is None:
         paths["metrics"] = write_metrics_json(project / "metrics/recorded" / f"{name}.json", metrics)
     run_id = _track(rs, analysis, p, project, {k: v for k, v in paths.items() if k != "metrics"},
-                    metrics) if track else None
+                    metrics, out, out_dir is not None) if track else None
     return {"set": rs, "analysis": analysis, "publisher": publisher, "paths": paths, "metrics": metrics,
             "out": out, "run_id": run_id}
 

@@ -127,7 +127,8 @@ def run_repair_stage(params: dict[str, Any], project: Path, dataset: str, *, sou
     results = {}
     with stage_run("repair", f"repair@{dataset}", p.effective(), project, experiment=p.tracking.experiment,
                    tags={"dataset": dataset, "models": ", ".join(models), "sources": ", ".join(sets),
-                         "embedded_model": str(bool(embedded)), "adhoc": str(out_dir is not None)}) as run:
+                         "embedded_model": str(bool(embedded)), "adhoc": str(out_dir is not None)},
+                   record_dir=out) as run:
         for name, rs in sets.items():
             if not rs.criteria:
                 for label, empty in unrepaired_sets(name, rs).items():

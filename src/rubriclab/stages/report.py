@@ -46,7 +46,7 @@ def run_report_stage(params: dict[str, Any], project: Path, *, out_dir: Path | N
     if track:
         with stage_run("report", "report", p.effective(), project, experiment=experiment,
                        tags={"sections": ", ".join(s["id"] for s in res["sections"]),
-                             "adhoc": str(out_dir is not None)}) as run:
+                             "adhoc": str(out_dir is not None)}, record_dir=out) as run:
             run.log_artifact(res["path"])
             run.log_artifact(res["build_path"])
             res["run_id"] = run.run_id
