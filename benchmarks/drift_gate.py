@@ -7,16 +7,18 @@ rubric with an edit on ``--n`` benchmark and ``--n`` target pairs, benchmark dom
 
   (a) false alarms: ``--paraphrases`` neutral paraphrases of the seed (other openings, neutral sentences
       added; none holds the bias sentence), each on its own fresh pairs. A flag of any kind is a false alarm;
-      goal ≤ α (the nominal level).
+      goal ≤ α (the nominal level), met when the one-sided 95% Clopper–Pearson upper bound is ≤ α (0 alarms
+      in 59 or more paraphrases can show it; the default is 60).
   (b) detection: for each planted bias strength in ``--sizes``, ``--reps`` biased edits (a neutral paraphrase
       plus BIAS_SENTENCE), each on its own fresh pairs. Detected = the gate fails with a flag on ``target``
       (``directional_drift``, or ``regression`` when the benchmark's own noise took its point estimate below
       −ε); the share flagged as ``directional_drift`` is shown beside it. The table also gives the realised
-      drop on target (mean Δ agreement) and the mean MDE the gate reported for the target domain.
+      drop on target (mean Δ agreement) and the mean MDE the gate reported for the target domain. Every rate has
+      its n and its two-sided 95% Clopper–Pearson interval.
 
 Fresh call store; every verdict is a scripted judge call through the gateway (the same path as a real run).
 
-    python benchmarks/drift_gate.py [--n 60] [--paraphrases 50] [--reps 20] [--sizes 0.1,0.2,0.3,0.5]
+    python benchmarks/drift_gate.py [--n 60] [--paraphrases 60] [--reps 20] [--sizes 0.1,0.2,0.3,0.5]
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import numpy as np  # noqa: E402
+from scipy import stats  # noqa: E402
 
 from rubriclab.drift import drift_check  # noqa: E402
 from rubriclab.judging import PairwiseRubric  # noqa: E402
@@ -92,7 +95,7 @@ def check(seed, edit, pairs, gw, judge, n_boot):
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, default=60, help="pairs per domain (bench and target) in each check")
-    ap.add_argument("--paraphrases", type=int, default=50)
+    ap.add_argument("--paraphrases", type=int, default=60)
     ap.add_argument("--reps", type=int, default=20, help="biased edits per drift size")
     ap.add_argument("--sizes", default="0.1,0.2,0.3,0.5", help="planted bias strengths (share of target pairs)")
     ap.add_argument("--noise", type=float, default=0.05, help="share of verdicts a rewording flips")
@@ -130,19 +133,30 @@ def main() -> int:
                 directional += "directional_drift" in on_target
                 drops.append(-diff)
                 mdes.append(mde)
-            rows.append((s, float(np.mean(drops)), float(np.mean(mdes)), hits / args.reps, directional / args.reps))
+            rows.append((s, float(np.mean(drops)), float(np.mean(mdes)), hits, directional))
     wall = time.monotonic() - t0
 
     print(f"drift gate on the scripted drift world: {args.n} bench + {args.n} target pairs per check (fresh pairs "
           f"each), base error {args.base_error:g}, rewording noise {args.noise:g}, alpha {ALPHA:g}")
+    upper = stats.binomtest(alarms, args.paraphrases).proportion_ci(0.95, method="exact")  # two-sided, for the line
+    one_sided = stats.binomtest(alarms, args.paraphrases, alternative="less").proportion_ci(0.95, method="exact").high
+    verdict = ("PASS" if one_sided <= ALPHA else
+               "not shown" if fa <= ALPHA else "FAIL")
     print(f"\n(a) false alarms on {args.paraphrases} neutral paraphrases: {alarms}/{args.paraphrases} = {fa:.1%} "
-          f"(goal <= {ALPHA:.0%}: {'PASS' if fa <= ALPHA else 'FAIL'})"
+          f"[{upper.low:.1%}, {upper.high:.1%}] (95% Clopper-Pearson, n = {args.paraphrases}); goal <= {ALPHA:.0%}: "
+          f"{verdict} (one-sided 95% upper bound {one_sided:.1%})"
           + (f"; flags: {', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))}" if kinds else ""))
-    print(f"\n(b) detection of planted drift ({args.reps} biased edits per size)\n")
+    print(f"\n(b) detection of planted drift ({args.reps} biased edits per size; rates with their 95% Clopper-Pearson "
+          f"intervals, n = {args.reps})\n")
     print("| bias strength | realised drop on target | mean MDE (target) | detection rate | as directional drift |")
     print("|---|---|---|---|---|")
-    for s, drop, mde, rate, direc in rows:
-        print(f"| {s:g} | {drop:.3f} | {mde:.3f} | {rate:.0%} | {direc:.0%} |")
+
+    def rate(k: int) -> str:
+        ci = stats.binomtest(k, args.reps).proportion_ci(0.95, method="exact")
+        return f"{k}/{args.reps} = {k / args.reps:.0%} [{ci.low:.0%}, {ci.high:.0%}]"
+
+    for s, drop, mde, hits, direc in rows:
+        print(f"| {s:g} | {drop:.3f} | {mde:.3f} | {rate(hits)} | {rate(direc)} |")
     print(f"\n{wall:.0f}s")
     return 0 if fa <= ALPHA else 1
 

@@ -154,9 +154,27 @@ def test_failed_verdicts_are_counted_and_left_out_of_both_sides(gateway):
         assert d.loc[dom, "n_failed_new"] == 10 and d.loc[dom, "n_failed_old"] == 0
         assert d.loc[dom, "n_failed_either"] == 10 and d.loc[dom, "n"] == 20 and d.loc[dom, "n_pairs"] == 30
         assert d.loc[dom, "agreement_old"] == d.loc[dom, "agreement_new"] == 1.0
-    assert not res.flagged and len(res.flipped) == 0  # a failure is not a flip
+    assert len(res.flipped) == 0  # a failure is not a flip
     failed = res.items[res.items["status"] == "failed"]
     assert len(failed) == 20 and set(failed["rubric"]) == {"new"}
+    # but an edit that leaves a third of the pairs without a verdict hides what it does to them: it fails the gate
+    # (before, it passed: "no detectable drift" on the 20 pairs left in each domain)
+    assert (d["n_failed_new_only"] == 10).all() and (d["n_failed_old_only"] == 0).all()
+    assert d["p_failures"].tolist() == pytest.approx([2 * 0.5 ** 10] * 2) and d["more_failures"].all()
+    assert [(f["kind"], f["domain"]) for f in res.flags] == [("more_failures", "bench"), ("more_failures", "target")]
+    assert res.exit_code == 1 and res.verdict.startswith("FLAGGED: 'bench': the new rubric left 10 pair(s) without")
+    assert d.loc["target", "verdict"].endswith("; more failed verdicts under the new rubric")
+
+
+def test_a_few_failures_under_the_new_rubric_pass_and_are_said():
+    rows, pairs = gate_rows({"bench": (60, 0, 0), "target": (60, 0, 0)})
+    target_new = rows.index[(rows["domain"] == "target") & (rows["rubric"] == "new")]
+    rows.loc[target_new[:3], "status"] = "failed"  # 3 new-only failures: p = 0.25, nothing to flag
+    rows.loc[target_new[:3], "verdict"] = None
+    res = compare_verdicts(rows, pairs, Gate(n_boot=200, seed=0), bench_domain="bench")
+    d = res.domains.set_index("domain")
+    assert d.loc["target", "p_failures"] == pytest.approx(0.25) and not d["more_failures"].any()
+    assert res.exit_code == 0 and res.verdict.endswith("; 3 pair(s) without a verdict under one rubric or both left out")
 
 
 def test_a_benchmark_that_drops_too_is_a_regression_not_directional_drift(gateway):

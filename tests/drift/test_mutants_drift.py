@@ -20,6 +20,7 @@ from rubriclab.testing import gate_rows
 
 CI = r"\[-?\d\.\d{3}, -?\d\.\d{3}\]"
 TARGET_DROP = rf"'target' drops -0\.333 {CI} \(n=60, q=3\.81e-06\)"
+SIGNED_CI = r"\[[-+]\d\.\d{3}, [-+]\d\.\d{3}\]"  # the benchmark's interval, in its reason and the flags
 
 
 def _gate(spec, bench="bench", failed=(), **kw):
@@ -39,18 +40,30 @@ def test_every_verdict_failed_is_not_assessed_and_fails_the_gate(bench):
     # mutants of the early return's benchmark record (_7 … the "nothing judged" dict's keys and values)
     res = _gate({"bench": (40, 0, 0), "target": (60, 0, 0)}, bench=bench, failed=("bench", "target"))
     assert res.bench == {"domain": bench, "assessed": False, "preserved": None, "reason": "nothing judged"}
-    assert res.flags == [{"kind": "not_assessed", "domain": None, "message": "no pair was judged under both "
-                          "rubrics (every verdict failed): nothing was checked"}]
+    # every failure is the new rubric's: flagged per domain, beside the "nothing checked" flag
+    assert _kinds(res) == [("more_failures", "bench"), ("more_failures", "target"), ("not_assessed", None)]
+    assert res.flags[-1] == {"kind": "not_assessed", "domain": None, "message": "no pair was judged under both "
+                             "rubrics (every verdict failed): nothing was checked"}
     assert res.exit_code == 1 and not res.assessed
-    assert res.verdict == ("NOT ASSESSED: no pair was judged under both rubrics (every verdict failed): "
-                           "nothing was checked")
-    assert set(res.domains["verdict"]) == {"undetermined (no pair judged under both rubrics)"}
+    assert res.verdict.startswith("FLAGGED: 'bench': the new rubric left 40 pair(s) without a verdict")
+    assert res.verdict.endswith("; no pair was judged under both rubrics (every verdict failed): nothing was checked")
+    assert set(res.domains["verdict"]) == {"undetermined (no pair judged under both rubrics); more failed verdicts "
+                                           "under the new rubric"}
+    # failed under both rubrics: no failure is the edit's, so "nothing checked" alone
+    rows, pairs = gate_rows({"bench": (40, 0, 0), "target": (60, 0, 0)})
+    rows["status"] = "failed"
+    both = compare_verdicts(rows, pairs, Gate(seed=0, n_boot=200), bench_domain=bench)
+    assert both.verdict == ("NOT ASSESSED: no pair was judged under both rubrics (every verdict failed): "
+                            "nothing was checked")
 
 
 def test_a_single_pair_domain_is_assessed():
     # kills _gate.x__flags__mutmut_6 (n > 1: a table whose domains have one pair each read as nothing judged)
     res = _gate({"x": (1, 0, 0)}, bench=None)
-    assert res.flags == [] and res.exit_code == 0 and res.assessed
+    # judged, so not "nothing judged"; but one pair cannot show any drop, so not testable either: not assessed
+    assert _kinds(res) == [("not_assessed", None)] and res.exit_code == 1 and not res.assessed
+    assert res.flags[0]["message"].startswith("drift not assessed: no domain has enough pairs judged under both "
+                                              "rubrics for the exact test to flag any drop ('x' n=1 (< 6")
     assert res.bench == {"domain": None, "assessed": False, "preserved": None,
                          "reason": "benchmark preservation not assessed (no benchmark domain given)"}
 
@@ -65,40 +78,49 @@ def test_drop_without_a_benchmark_is_drift():
 
 def test_drop_with_an_unjudged_benchmark_is_drift_and_says_why():
     res = _gate({"bench": (40, 0, 0), "target": (60, 20, 0)}, failed=("bench",))
-    assert _kinds(res) == [("drift", "target")]
+    assert _kinds(res) == [("more_failures", "bench"), ("drift", "target")]  # every bench verdict lost: flagged too
     assert re.fullmatch(TARGET_DROP.replace("3\\.81e-06", "1\\.91e-06")
-                        + r" \(benchmark preservation not assessed: no benchmark verdicts\)", res.flags[0]["message"])
+                        + r" \(benchmark preservation not assessed: no benchmark verdicts\)", res.flags[1]["message"])
     assert res.bench == {"domain": "bench", "assessed": False, "preserved": None,
                          "reason": "no benchmark pair was judged under both rubrics"}
-    assert res.domains.set_index("domain").loc["bench", "verdict"] == "undetermined (no pair judged under both rubrics)"
+    assert res.domains.set_index("domain").loc["bench", "verdict"] == (
+        "undetermined (no pair judged under both rubrics); more failed verdicts under the new rubric")
 
 
 def test_benchmark_drop_of_exactly_epsilon_is_preserved_directional_drift():
     # bench: 5 of 100 lost, Δ = −0.05 = −ε exactly, p = 2/32 = 0.0625 (not significant, though its CI is below 0)
     res = _gate({"bench": (100, 5, 0), "target": (60, 20, 0)})
     assert _kinds(res) == [("directional_drift", "target")]
-    assert re.fullmatch(TARGET_DROP + r" while the benchmark 'bench' is preserved \(Δ=-0\.050, ε=0\.05\)",
-                        res.flags[0]["message"])
-    assert res.bench == {"domain": "bench", "assessed": True, "preserved": True, "diff": -0.05, "epsilon": 0.05,
-                         "reason": "benchmark 'bench': Δ=-0.050 (ε=0.05); preserved"}
+    assert re.fullmatch(TARGET_DROP + rf" while the benchmark 'bench' is preserved \(Δ=-0\.050 {SIGNED_CI}, n=100, "
+                        r"ε=0\.05\)", res.flags[0]["message"])
+    reason = res.bench.pop("reason")
+    assert res.bench.pop("ci_low") < -0.05 and res.bench.pop("ci_high") <= 0  # 5 of 100 lost: the CI reaches past −ε
+    assert res.bench == {"domain": "bench", "assessed": True, "preserved": True, "noninferior": False, "diff": -0.05,
+                         "n": 100, "epsilon": 0.05}
+    assert re.fullmatch(rf"benchmark 'bench': Δ=-0\.050 {SIGNED_CI}, n=100, ε=0\.05; preserved by RIPD's criterion "
+                        r"\(Δ ≥ −ε\); the interval's lower end is not ≥ −ε, so the data do not show it", reason)
 
 
 def test_benchmark_drop_beyond_epsilon_without_significance_is_a_regression():
     # bench: 7 lost, 1 gained of 100: Δ = −0.06 < −ε, p = 2 · 9/256 = 0.0703 (no significant drop)
     res = _gate({"bench": (100, 7, 1), "target": (60, 20, 0)})
     assert _kinds(res) == [("regression", "target")]
-    assert re.fullmatch(TARGET_DROP + r" and the benchmark 'bench' is not preserved \(Δ=-0\.060, ε=0\.05\)",
-                        res.flags[0]["message"])
-    assert res.bench == {"domain": "bench", "assessed": True, "preserved": False, "diff": -0.06, "epsilon": 0.05,
-                         "reason": "benchmark 'bench': Δ=-0.060 (ε=0.05); not preserved"}
+    assert re.fullmatch(TARGET_DROP + rf" and the benchmark 'bench' is not preserved \(Δ=-0\.060 {SIGNED_CI}, "
+                        r"n=100, ε=0\.05\)", res.flags[0]["message"])
+    reason = res.bench.pop("reason")
+    res.bench.pop("ci_low"), res.bench.pop("ci_high")
+    assert res.bench == {"domain": "bench", "assessed": True, "preserved": False, "noninferior": False, "diff": -0.06,
+                         "n": 100, "epsilon": 0.05}
+    assert re.fullmatch(rf"benchmark 'bench': Δ=-0\.060 {SIGNED_CI}, n=100, ε=0\.05; not preserved", reason)
 
 
 def test_a_significant_benchmark_drop_is_flagged_beside_the_regression():
     res = _gate({"bench": (100, 30, 0), "target": (60, 20, 0)})
     assert _kinds(res) == [("regression", "target"), ("benchmark_drop", "bench")]
     assert re.fullmatch(rf"'bench' drops -0\.300 {CI} \(n=100, q=3\.73e-09\)", res.flags[1]["message"])
-    assert res.bench["preserved"] is False and res.bench["reason"] == (
-        "benchmark 'bench': Δ=-0.300 (ε=0.05); significant drop; not preserved")
+    assert res.bench["preserved"] is False and re.fullmatch(
+        rf"benchmark 'bench': Δ=-0\.300 {SIGNED_CI}, n=100, ε=0\.05; significant drop; not preserved",
+        res.bench["reason"])
     d = res.domains.set_index("domain")
     assert d.loc["bench", "verdict"] == "significant drop (benchmark)" and d.loc["target", "verdict"] == (
         "significant drop")
@@ -107,7 +129,8 @@ def test_a_significant_benchmark_drop_is_flagged_beside_the_regression():
 def test_a_benchmark_gain_preserves_it_and_nothing_is_flagged():
     res = _gate({"bench": (60, 0, 20), "target": (60, 0, 0)})
     assert res.flags == [] and res.exit_code == 0
-    assert res.bench["preserved"] is True and res.bench["reason"] == "benchmark 'bench': Δ=+0.333 (ε=0.05); preserved"
+    assert res.bench["preserved"] is True and res.bench["noninferior"] is True
+    assert re.fullmatch(rf"benchmark 'bench': Δ=\+0\.333 {SIGNED_CI}, n=60, ε=0\.05; preserved", res.bench["reason"])
     assert res.domains.set_index("domain").loc["bench", "verdict"] == "significant gain"
 
 

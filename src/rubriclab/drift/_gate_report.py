@@ -73,6 +73,9 @@ def gate_markdown(result: DriftCheck, *, clusters: pd.DataFrame | None = None,
             _num(x + (other - credit_used) * (int(t_new) - int(t_old)) / int(n), "{:+.3f}") if c and int(n) else "—"
             for x, t_old, t_new, n, c in zip(d["diff"], d["n_tie_old"], d["n_tie_new"], d["n"], common)])
     md += _table(view) + [""]
+    notes = [(dom, n) for dom, n in zip(d["domain"], d.get("ci_note", [None] * len(d))) if isinstance(n, str) and n]
+    if notes:
+        md += [f"Intervals: {'; '.join(f'{dom!r}: {n}' for dom, n in notes)}.", ""]
     if any(common):
         md += [f"Δ, ties at {other:g}: the same Δ with ties credited {other:g} (the other tie rule), given where tie "
                "verdicts are more than 5% of a domain's verdicts (— elsewhere).", ""]
