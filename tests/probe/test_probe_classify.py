@@ -57,21 +57,54 @@ def _est(table: pd.DataFrame, model: str, metric: str) -> pd.Series:
 
 
 def test_planted_wording_is_recovered():
-    res = run_probe(planted_items(), models=("majority", "nb", "lr"), n_boot=N_BOOT, seed=1)
+    # the default grouping merges records that share criterion text: 4 held-out clusters, too few for an interval
+    few = run_probe(planted_items(), models=("majority", "nb", "lr"), n_boot=N_BOOT, seed=1)["table"]
+    for model in ("nb", "lr"):
+        row = _est(few, model, "balanced_accuracy")
+        assert row["estimate"] > 0.8 and np.isnan(row["low"]) and row["ci_unit"] == "record-text clusters"
+        assert row["reason"].startswith("no interval: 4 record-text clusters, fewer than the 30")
+    # 200 records split by record: 40 held out, an interval, and it excludes chance by far
+    res = run_probe(planted_items(n_records=200), models=("majority", "nb", "lr"), n_boot=N_BOOT, seed=1,
+                    group_by="record")
     t = res["table"]
     for model in ("nb", "lr"):
         row = _est(t, model, "balanced_accuracy")
         assert row["low"] > 0.8, (model, row.to_dict())
-        assert row["ci_unit"] == "record-text clusters"
+        assert row["ci_unit"] == "records" and row["n_groups"] >= 30
     assert _est(t, "majority", "balanced_accuracy")["estimate"] == pytest.approx(0.5)
     leak = res["leakage"]
-    assert leak["model"] in ("nb", "lr") and leak["selected_by"] == "cv mean balanced accuracy"
+    assert leak["model"] in ("nb", "lr") and leak["selected_by"].startswith("cv mean balanced accuracy (folds with")
     assert leak["low"] > 0 and leak["p_value"] < 0.01
     cv = res["cv"]
     lr_cv = cv[(cv["model"] == "lr") & (cv["metric"] == "balanced_accuracy")].iloc[0]
     assert lr_cv["n_folds"] == 5 and lr_cv["mean"] > 0.8 and np.isfinite(lr_cv["sd"])
     assert set(res["fitted"]) == {"majority", "nb", "lr"}
     assert {"pred_lr", "score_lr", "item_id", "label"} <= set(res["predictions"].columns)
+
+
+def test_without_cv_the_leakage_model_is_fixed_in_advance_not_chosen_on_the_held_out_set():
+    """With no CV result (cv_folds=0) the held-out set's best model was taken and its difference from the majority
+    measured on that same set: random labels gave +0.077 on average (a review's 60 seeds). Now the first model run
+    is taken, whatever the held-out set says."""
+    items = planted_items(n_records=200, seed=5)
+    items["label"] = np.random.default_rng(5).integers(0, 2, len(items))
+    ho = run_probe(items, models=("majority", "nb", "lr"), cv_folds=0, n_boot=200, seed=5, group_by="record")
+    ba = {m: _est(ho["table"], m, "balanced_accuracy")["estimate"] for m in ("nb", "lr")}
+    assert ba["nb"] != ba["lr"]
+    worse = min(ba, key=ba.get)
+    order = ("majority", worse, *[m for m in ("nb", "lr") if m != worse])
+    res = run_probe(items, models=order, cv_folds=0, n_boot=200, seed=5, group_by="record")
+    assert res["leakage"]["model"] == worse  # the held-out set's best would be the other one
+    assert res["leakage"]["selected_by"].startswith(f"fixed in advance: {worse}, the first model run")
+
+
+def test_a_tie_in_cv_is_said_and_the_first_model_run_is_taken():
+    res = run_probe(planted_items(n_records=200), models=("majority", "nb", "lr"), n_boot=200, seed=1,
+                    group_by="record")
+    cv = res["cv"][res["cv"]["metric"] == "balanced_accuracy"].set_index("model")
+    assert cv.loc["nb", "mean"] == cv.loc["lr", "mean"]  # the planted cue: both perfect in every fold
+    assert res["leakage"]["model"] == "nb"
+    assert "a tie at 1.000 between nb, lr: nb, the first run, is taken" in res["leakage"]["selected_by"]
 
 
 # -- (2) no signal ----------------------------------------------------------------------------------------
@@ -81,9 +114,9 @@ def test_random_labels_cover_chance():
     """A 95% CI misses 0.5 in ~5% of null data sets: check the coverage over 10 independent ones."""
     covered = []
     for rep in range(10):
-        items = planted_items(n_records=100, seed=10 + rep)
+        items = planted_items(n_records=200, seed=10 + rep)  # 40 held-out records: enough for an interval
         items["label"] = np.random.default_rng(rep).integers(0, 2, len(items))
-        res = run_probe(items, models=("majority", "lr"), cv_folds=2, n_boot=1000, seed=rep)
+        res = run_probe(items, models=("majority", "lr"), cv_folds=2, n_boot=1000, seed=rep, group_by="record")
         row = _est(res["table"], "lr", "balanced_accuracy")
         covered.append(row["low"] <= 0.5 <= row["high"])
     assert sum(covered) >= 8, covered
@@ -207,9 +240,12 @@ def test_degenerate_metrics_are_nan_with_reason():
     assert np.isnan(m["precision"]["estimate"]) and "predicted positives" in m["precision"]["reason"]
     assert np.isnan(m["roc_auc"]["estimate"]) and "y_score" in m["roc_auc"]["reason"]
     # resamples that drop a class are counted, interval from the finite ones
-    m = classification_metrics([0, 1, 1, 1, 1, 1], [0, 1, 1, 0, 1, 1], n_boot=500)
+    m = classification_metrics([0] * 2 + [1] * 34, [0, 1] + [1, 0] * 17, n_boot=500)  # 36 items, 2 negatives
     assert m["balanced_accuracy"]["n_invalid_resamples"] > 0
-    assert np.isfinite(m["balanced_accuracy"]["low"])
+    assert np.isfinite(m["balanced_accuracy"]["low"]) and "resamples undefined" in m["balanced_accuracy"]["reason"]
+    few = classification_metrics([0, 1, 1, 1, 1, 1], [0, 1, 1, 0, 1, 1], n_boot=500)["balanced_accuracy"]
+    assert np.isnan(few["low"]) and few["reason"].startswith("no interval: 6 items")
+    assert few["n_invalid_resamples"] > 0 and "resamples undefined" in few["reason"]
     with pytest.raises(InputError, match="y_true"):
         classification_metrics([0, np.nan, 1], [0, 1, 1])
     assert classification_metrics([], [], n_boot=10)["accuracy"]["reason"] == "no items"
@@ -270,8 +306,8 @@ def test_embed_model_with_fake_embedder():
         calls.append(len(texts))
         return fake_embed(texts)
 
-    items = planted_items(n_records=80)
-    res = run_probe(items, models=("majority", "embed"), embed=embed, n_boot=N_BOOT)
+    items = planted_items(n_records=200)
+    res = run_probe(items, models=("majority", "embed"), embed=embed, n_boot=N_BOOT, group_by="record")
     row = _est(res["table"], "embed", "balanced_accuracy")
     assert row["low"] > 0.8
     assert "embed" in res["fitted"] and res["leakage"]["model"] == "embed"

@@ -30,13 +30,17 @@ def _baseline(n_pairs: int, label, seed: int = 0) -> list[dict]:
 
 
 def test_planted_criterion_verdicts_leak_and_random_ones_do_not():
-    planted = _baseline(60, lambda cid, rng: cid in ("cites_sources", "numbered_steps"))
+    planted = _baseline(200, lambda cid, rng: cid in ("cites_sources", "numbered_steps"))  # >= 30 held-out pairs
     lk = rubric_prior_leakage(planted, RS, n_boot=500, seed=1)
     assert lk["value"] > 0.3 and lk["low"] > 0 and lk["n"] > 0
     assert lk["ci"]["unit"] == "pairs" and lk["ci"]["resamples"] == 500
-    noise = _baseline(60, lambda cid, rng: rng.random() < 0.5, seed=3)
+    noise = _baseline(200, lambda cid, rng: rng.random() < 0.5, seed=3)
     lk = rubric_prior_leakage(noise, RS, n_boot=500, seed=1)
     assert lk["low"] <= 0 <= lk["high"]
+    few = rubric_prior_leakage(_baseline(60, lambda cid, rng: cid in ("cites_sources", "numbered_steps")), RS,
+                               n_boot=500, seed=1)
+    assert few["value"] > 0.3 and few["low"] is None and few["high"] is None  # no interval over 12 held-out pairs
+    assert few["reason"].startswith("no interval: ") and few["reason"].endswith("(raise audit.pool_size)")
 
 
 def test_failed_scores_are_counted_and_a_single_class_is_undefined_with_a_reason():

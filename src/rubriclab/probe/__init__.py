@@ -19,12 +19,13 @@ __all__ += ["RUBRIC_ITEM_COLUMNS", "demo_items_path", "items_from_rubric_set", "
 from rubriclab.probe._classify import PROBE_MODELS, EmbeddingFeatures, probe_transfer, run_probe  # noqa: E402
 from rubriclab.probe._metrics import (  # noqa: E402
     METRICS,
+    MIN_INTERVAL_UNITS,
     classification_metrics,
     metrics_table,
     paired_metric_difference,
 )
 
-__all__ += ["METRICS", "PROBE_MODELS", "EmbeddingFeatures", "classification_metrics", "metrics_table",
+__all__ += ["METRICS", "MIN_INTERVAL_UNITS", "PROBE_MODELS", "EmbeddingFeatures", "classification_metrics", "metrics_table",
             "paired_metric_difference", "probe_transfer", "run_probe"]
 
 # -- judge labels and counterfactuals (_label.py, _counterfactual.py) ----------------------------------

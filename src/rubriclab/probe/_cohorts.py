@@ -56,17 +56,30 @@ def probe_cohort(cohort: str, items: pd.DataFrame, probe_kw: dict[str, Any], out
           "those tried).", "",
           "Probe on held-out clusters:", "", probe_markdown(res["table"]), ""]
     lk = res.get("leakage") or {}
+    md += leakage_lines(lk, sp["unit"])
     if lk and math.isfinite(lk.get("estimate", math.nan)):
-        md += [f"Rubric prior leakage: {lk.get('model')} balanced accuracy − majority baseline = "
-               f"{lk['estimate']:+.3f} [{lk['low']:.2f}, {lk['high']:.2f}] (paired bootstrap over "
-               f"{sp['unit']}, n={lk.get('n')} items in {lk.get('n_groups')} clusters; model chosen by "
-               f"{lk.get('selected_by') or 'held-out balanced accuracy'}).", ""]
         flat[f"{safe}.leakage"] = lk["estimate"]
+        flat[f"{safe}.leakage.n"] = lk.get("n")
+        flat[f"{safe}.leakage.n_clusters"] = lk.get("n_groups")
     for r in res["table"].to_dict("records"):
         if r["metric"] in ("balanced_accuracy", "roc_auc") and isinstance(r["estimate"], float) \
                 and math.isfinite(r["estimate"]):
             flat[f"{safe}.{r['model']}.{r['metric']}"] = r["estimate"]
     return res, md
+
+
+def leakage_lines(lk: dict[str, Any], unit: str) -> list[str]:
+    """The leakage line, always: with its interval, or with why there is none, or why there is no estimate."""
+    if not lk:
+        return ["Rubric prior leakage: not estimated (no result).", ""]
+    where = f"n={lk.get('n')} items in {lk.get('n_groups')} clusters"
+    if not math.isfinite(lk.get("estimate", math.nan)):
+        return [f"Rubric prior leakage: not estimated: {lk.get('reason') or 'undefined'} ({where}).", ""]
+    low, high = lk.get("low", math.nan), lk.get("high", math.nan)
+    ci = (f"[{low:.2f}, {high:.2f}] (paired bootstrap over {unit}" if math.isfinite(low) and math.isfinite(high)
+          else f"({lk.get('reason') or 'no interval'}")
+    return [f"Rubric prior leakage: {lk.get('model')} balanced accuracy − majority baseline = {lk['estimate']:+.3f} "
+            f"{ci}; {where}; model chosen by {lk.get('selected_by')}).", ""]
 
 
 def transfer_section(results: dict[str, Any], cohorts: dict[str, tuple[str, pd.DataFrame]],

@@ -39,6 +39,7 @@ import pandas as pd
 from rubriclab.errors import ArgumentError, ParseFailure
 from rubriclab.llm import CallRequest, Gateway, RoleSpec, distinct_draws, load_prompt, register_prompt
 from rubriclab.probe._label import is_missing_text, judge_items, parse_free_text
+from rubriclab.probe._metrics import too_few_units
 from rubriclab.stats import item_bootstrap
 
 register_prompt("probe_satisfy", {"prompt", "criterion"})
@@ -84,7 +85,11 @@ def _unit_ids(df: pd.DataFrame) -> np.ndarray:
 def _rate(indicator: np.ndarray, ids: np.ndarray, *, seed: int, n_resamples: int, confidence: float) -> dict[str, Any]:
     out = item_bootstrap(np.asarray(indicator, dtype=float), "mean", ids, n_resamples=n_resamples,
                          confidence=confidence, seed=seed)
-    return {**out, "n_records": int(len(np.unique(ids))),
+    n_records = int(len(np.unique(ids)))
+    few = too_few_units(n_records, "records", confidence)
+    if few:  # the estimate stays; an interval over so few records would not hold its level
+        out = {**out, "low": np.nan, "high": np.nan, "reason": few}
+    return {**out, "n_records": n_records,
             "ci": {"method": "percentile bootstrap over records", "level": confidence, "unit": "records",
                    "resamples": n_resamples}}
 

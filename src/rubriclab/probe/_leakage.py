@@ -62,10 +62,16 @@ def rubric_prior_leakage(baseline_items: list[dict[str, Any]] | pd.DataFrame, ru
     est = lk.get("estimate")
     if est is None or est != est:
         return {**base, "n": lk.get("n", len(judged)), "reason": lk.get("reason") or "leakage undefined"}
-    if int(lk.get("n_groups") or 0) < 2:  # one held-out pair: nothing to resample, so no interval
+    low = lk.get("low")
+    if low is None or low != low:  # too few held-out pairs for an interval that holds its level
         return {**base, "value": float(est), "n": int(lk.get("n", 0)), "model": lk.get("model"),
-                "reason": "the held-out set is one pool pair: no interval (raise audit.pool_size)"}
+                "reason": _as_pairs(f"{lk.get('reason') or 'no interval'} (raise audit.pool_size)")}
     ci = {"method": "paired percentile bootstrap (probe − majority)", "level": confidence, "unit": "pairs",
           "resamples": n_boot}
     return {"value": float(est), "low": float(lk["low"]), "high": float(lk["high"]), "n": int(lk.get("n", 0)),
             "ci": ci, "model": lk.get("model"), "n_failed": n_failed, "reason": lk.get("reason")}
+
+
+def _as_pairs(reason: str) -> str:
+    """The probe's groups here are pool pairs (each item's record is its pair): say so in its reason."""
+    return reason.replace(" records, fewer", " pool pairs, fewer").replace(" record, fewer", " pool pair, fewer")

@@ -146,7 +146,7 @@ def run_probe_stage(params: dict[str, Any], project: Path, *, data_files: list[P
             atomic.write_parquet(items.drop(columns=[c for c in ("tags",) if c in items]).assign(
                 tags=items["tags"].map(lambda t: "|".join(t) if isinstance(t, (list, tuple)) else t)
             ), out / f"{file_part(name)}.items.parquet", index=False)
-            md += [f"## {name}", "", label_line(items), ""]
+            md += [f"## {name}", "", label_line(items, drops=datasets[name].attrs.get("drops")), ""]
             parts, note = split_cohorts(name, items)
             md += [note, ""] if note else []
             for cohort, part in parts.items():
