@@ -17,7 +17,7 @@ def _one(c: Criterion) -> RubricSet:
 
 def _entry(m: dict[str, Any] | None) -> dict[str, Any]:
     m = m or {}
-    return {k: m.get(k) for k in ("value", "low", "high", "n", "ci", "reason") if m.get(k) is not None}
+    return {k: m.get(k) for k in ("value", "low", "high", "n", "ci", "reason", "degenerate") if m.get(k) is not None}
 
 
 def evaluate_set(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *, n_attacks: int, tau: float,
@@ -50,11 +50,14 @@ def evaluate_set(rubric: RubricSet, pairs: list[Pair], ctx: AuditContext, *, n_a
 def evaluate_criterion(c: Criterion, pairs: list[Pair], ctx: AuditContext, *, n_attacks: int, tau: float,
                        source: str, baseline_reference: str = "other",
                        attack_bounds: dict[str, float] | None = None) -> dict[str, Any]:
-    """``{"alpha", "vfr", "fool_rate", "alpha_ci", "vfr_ci", "n_pairs", "n_attacks"}`` of one criterion version."""
+    """``{"alpha", "vfr", "fool_rate", "alpha_ci", "vfr_ci", "n_pairs", "n_attacks", "n_attacks_attempted"}`` of one
+    criterion version: ``n_attacks`` the scored attacks VFR is over, of ``n_attacks_attempted`` (the attacker's
+    failures and unscored replies are the difference)."""
     res = evaluate_set(_one(c), pairs, ctx, n_attacks=n_attacks, tau=tau, source=source,
                        baseline_reference=baseline_reference, attack_bounds=attack_bounds)
     per = res["per_criterion"][c.id]
     return {"alpha": per["alpha"], "vfr": per["vfr"], "fool_rate": per["fool_rate"],
             "alpha_ci": [res["alpha"].get("low"), res["alpha"].get("high")],
             "vfr_ci": [res["vfr"].get("low"), res["vfr"].get("high")],
-            "n_pairs": res["alpha"].get("n"), "n_attacks": per.get("n_scored")}
+            "n_pairs": res["alpha"].get("n"), "n_attacks": per.get("n_scored"),
+            "n_attacks_attempted": per.get("n_attacks")}

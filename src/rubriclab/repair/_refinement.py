@@ -103,8 +103,8 @@ def search(rubric: RubricSet, *, pool: list[Pair], dev: list[Pair], ctx: AuditCo
         criteria[cid] = {"criterion": rubric.get(cid), "packet": packets[cid], "pool_vfr": pool_vfr.get(cid),
                          "original": None, "candidates": [], "rows": [], "rejected": {}, "skipped": None}
         if cid not in targets:
-            criteria[cid]["skipped"] = (f"not among the repair.max_criteria={r.max_criteria} criteria with "
-                                        "the highest pool VFR")
+            criteria[cid]["skipped"] = _not_triaged(pool_vfr.get(cid), [pool_vfr.get(t) for t in targets],
+                                                    r.max_criteria)
     subsets = _subsets(settings)
     for cid in tqdm(targets, desc="repair: criteria", leave=False):
         entry = criteria[cid]
@@ -113,8 +113,10 @@ def search(rubric: RubricSet, *, pool: list[Pair], dev: list[Pair], ctx: AuditCo
                                                source=f"{source}:dev", attack_bounds=settings.attack_bounds)
         v0 = entry["original"]["vfr"]
         if v0 is None or v0 == 0:
-            entry["skipped"] = ("VFR_dev undefined (no scored attack on dev)" if v0 is None else
-                                "VFR_dev = 0: no verified false accept on dev, so no candidate can lower it")
+            scored, tried = entry["original"].get("n_attacks"), entry["original"].get("n_attacks_attempted")
+            of = f"{scored or 0} of {tried} attacks on dev scored, the rest left out (attacker failures, no score)"
+            entry["skipped"] = (f"VFR_dev undefined ({of})" if v0 is None else
+                                f"VFR_dev = 0 ({of}): no verified false accept on dev, so no candidate can lower it")
             continue
         plan = plan_subsets(packets[cid], subsets)[:n_candidates]
         proposed = propose(ctx.gateway, c, packets[cid], plan, refiner, limits=settings.repair.budget,
@@ -163,3 +165,17 @@ def report_heldout(rubric: RubricSet, heldout: list[Pair], ctx: AuditContext, se
     return evaluate_set(rubric, heldout, ctx, n_attacks=settings.repair.n_attacks, tau=settings.tau,
                         source=f"{source}:heldout", baseline_reference=settings.audit.baseline_reference,
                         attack_bounds=settings.attack_bounds)
+
+
+def _not_triaged(vfr: float | None, taken: list[float | None], max_criteria: int | None) -> str:
+    """Why a criterion was not repaired at triage, as the pool VFRs show it: below the cutoff, tied with it (file
+    order decided), or undefined (no attack on the pool was scored)."""
+    head = f"repair.max_criteria={max_criteria} took {len(taken)} criteria by pool VFR"
+    defined = [v for v in taken if v is not None]
+    if vfr is None:
+        return f"{head}; this one's pool VFR is undefined (no attack on the pool was scored), ranked after the rest"
+    cutoff = min(defined) if defined else None
+    if cutoff is not None and vfr == cutoff:
+        return (f"{head}; tied with them at pool VFR {vfr:.3f}: the order in the rubric file decided, not the VFR")
+    return f"{head}; this one's pool VFR {vfr:.3f} is below theirs" + (f" (the lowest taken: {cutoff:.3f})"
+                                                                        if cutoff is not None else "")

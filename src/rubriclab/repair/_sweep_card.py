@@ -55,18 +55,26 @@ def sweep_summary(name: str, res: dict[str, Any]) -> list[str]:
     """The summary section of one rubric source: the original, how Δ is measured, rejections, the curve."""
     curve = res["curve"].copy()
     curve["delta"] = curve["delta"].map(delta_label)
+    curve["point"] = curve["point"].where(curve["point"].astype(bool), "grid")  # a named point, else a grid one
+    unchanged = curve["n_changed"] == 0
+    for k in ("delta_alpha_low", "delta_alpha_high", "delta_vfr_low", "delta_vfr_high"):
+        curve[k] = curve[k].where(~unchanged)  # the same set: Δ = 0 by construction, no interval ("—")
     b = res["before"]
     rej = ", ".join(f"{k} {v}" for k, v in sorted(res["rejected"].items())) or "none"
     skipped = {cid: e["skipped"] for cid, e in res["found"]["criteria"].items() if e["skipped"]}
     md = [f"## {name}", "",
-          f"Original on held-out: α {_fmt(b['alpha'])}, VFR {_fmt(b['vfr'])} (intervals: percentile bootstrap over "
-          "pairs for α, over prompts for VFR).", "",
+          f"Original on held-out: α {_fmt(b['alpha'])}, VFR {_fmt(b['vfr'])} (intervals: {_ci_label(b['alpha'])} "
+          f"over pairs for α, over prompts for VFR).", "",
           f"Δα and ΔVFR (repaired − original): {_delta_method(curve)}; the original and the repaired set are "
-          "resampled together, so the interval is of the change itself, not a difference of two intervals.", "",
+          "resampled together, so the interval is of the change itself, not a difference of two intervals"
+          + ("; at a point that changed no criterion the set is the original, Δ = 0 by construction and no "
+             "interval is given (—)." if unchanged.any() else "."), "",
           f"Candidates rejected by the checker, by rule: {rej}.", ""]
     if skipped:
         md += ["Criteria not repaired:", ""] + [f"- {cid}: {why}" for cid, why in skipped.items()] + [""]
-    md += [to_markdown(curve[SUMMARY_COLUMNS].round(3).fillna("—")), "", f"Diffs: `{name}/diff.md`; candidates: "
+    md += [to_markdown(curve[SUMMARY_COLUMNS].round(3).fillna("—")), "",
+           "point: constrained (δ = 0) and unconstrained (δ = ∞) are the named operating points, grid the sweep's "
+           "others; n_changed: criteria the point replaced.", "", f"Diffs: `{name}/diff.md`; candidates: "
            f"`{name}/candidates.csv`; plot: `{name}/curve.png`.", ""]
     return md
 
@@ -86,4 +94,12 @@ def _fmt(m: dict[str, Any]) -> str:
     if m.get("value") is None:
         return f"— ({m.get('reason', 'undefined')})"
     ci = f" [{m['low']:.3f}, {m['high']:.3f}]" if m.get("low") is not None else ""
-    return f"{m['value']:.3f}{ci} n={m.get('n')}"
+    why = m.get("degenerate") or (m.get("reason") if m.get("low") is None else None)
+    return f"{m['value']:.3f}{ci} n={m.get('n')}" + (f" ({why})" if why else "")
+
+
+def _ci_label(m: dict[str, Any]) -> str:
+    ci = m.get("ci") or {}
+    level, b = ci.get("level"), ci.get("resamples")
+    return (f"{100 * float(level):g}% percentile bootstrap (B={b})" if level is not None and b is not None
+            else "percentile bootstrap")
