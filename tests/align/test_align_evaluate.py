@@ -271,7 +271,10 @@ def test_win_rates_average_the_judged_outcomes(gateway, third_party):
         assert r.n == g["outcome"].notna().sum()
         assert r.n_failed == g["outcome"].isna().sum()
         assert r.n_tie == g["status"].isin(["tie", "identical"]).sum()
-        assert r.low <= r.estimate <= r.high
+        if r.n < 10:  # too few prompts for the interval's level to hold: none, and why
+            assert np.isnan(r.low) and np.isnan(r.high) and r.reason.startswith(f"no interval: {r.n} prompts")
+        else:
+            assert r.low <= r.estimate <= r.high
         assert r.interval == "percentile bootstrap over prompts, 90%, B=200"
         assert r.source == "third-party judge" and r.regime == "bench"
     by = rates.set_index(["comparison", "domain"])
@@ -302,12 +305,17 @@ def test_win_rate_table_has_comparisons_as_rows_and_domain_at_regime_columns():
     assert table["comparison"].tolist() == ["biased vs seed", "seed vs original", "biased vs original"]
     cell = table.set_index("comparison")
     text = cell.loc["biased vs seed", "bench@B"]
-    # ties are common (1 of 4, 2 of 4 > 5%): the win rate with ties at 0 beside the card's (ties at 0.5)
-    assert text.startswith("62.5% [") and text.endswith("(n=4; 1 tie at 0.5, 50.0% with ties at 0; 1 failed)")
-    assert cell.loc["seed vs original", "target@T"].endswith("(n=4; 2 ties at 0.5, 50.0% with ties at 0)")
+    # ties are common (1 of 4, 2 of 4 > 5%): the win rate with ties at 0 beside the card's (ties at 0.5); 4 prompts
+    # are too few for an interval
+    assert text.startswith("62.5% (n=4; no interval: 4 prompts, fewer than the 10")
+    assert text.endswith("; 1 tie at 0.5, 50.0% with ties at 0; 1 failed)")
+    assert cell.loc["seed vs original", "target@T"].endswith("; 2 ties at 0.5, 50.0% with ties at 0)")
     empty = cell.loc["biased vs original", "target@T"]
     assert empty == "— (no prompt with both responses judged; 2 failed)"
-    low, high = (float(x) for x in re.search(r"\[(\d+), (\d+)\]", text).groups())
+    many = win_rate_table(win_rates(_outcomes([("biased@bench", "seed@bench", "bench", "bench",
+                                                [win, tie, loss, win, failed] * 3)]), n_boot=100)).iloc[0]["bench@B"]
+    assert many.startswith("62.5% [") and many.endswith("(n=12; 3 ties at 0.5, 50.0% with ties at 0; 3 failed)")
+    low, high = (float(x) for x in re.search(r"\[(\d+), (\d+)\]", many).groups())
     assert low <= 62.5 <= high
 
 
@@ -341,9 +349,9 @@ def test_win_rate_figure_draws_no_bar_for_a_missing_cell_and_states_the_recorded
 
 def test_a_point_bootstrap_distribution_is_not_shown_as_an_interval():
     tie = (0.5, "identical")
-    rates = win_rates(_outcomes([("biased@bench", "seed@bench", "bench", "bench", [tie, tie, tie])]), n_boot=100)
+    rates = win_rates(_outcomes([("biased@bench", "seed@bench", "bench", "bench", [tie] * 10)]), n_boot=100)
     cell = win_rate_table(rates).iloc[0]["bench@B"]
-    assert cell == ("50.0% (n=3; the same outcome on every prompt: no interval; 3 ties at 0.5, 0.0% with ties at 0)")
+    assert cell == ("50.0% (n=10; the same outcome on every prompt: no interval; 10 ties at 0.5, 0.0% with ties at 0)")
 
 
 def test_comparisons_for_pairs_biased_seed_and_original_per_regime():

@@ -99,7 +99,7 @@ def test_labels_follow_each_rubric(project):
     row = agree[(agree["domain"] == "target") & (agree["comparison"] == "seed vs biased")].iloc[0]
     assert row["estimate"] == 0 and row["n"] == 4 and "percentile bootstrap over pairs" in row["interval"]
     summary = (project["root"] / "outputs/align/world/summary.md").read_text()
-    assert "| bench | seed vs biased | 1.000 (n=4; the same on every pair: no interval) |" in summary
+    assert "| bench | seed vs biased | 1.000 (n=4; no interval: 4 pairs, fewer than the 10" in summary
     assert "In the agreement a tie counts 0.5 (the paper's rule" in summary and (agree["tie_credit"] == 0.5).all()
 
 
@@ -134,7 +134,12 @@ def test_win_rates_have_the_shape_of_table_4(project):
     for text in ("bench@B", "target@T", "target@BT", "biased vs seed", "seed vs original", "Models: judge (labels)",
                  "Best-of-2", "cut off at the token limit"):
         assert text in summary
-    assert (out / "examples.md").read_text().count("| original |") == 4
+    examples = (out / "examples.md").read_text()
+    assert examples.count("| original |") == 4
+    # the examples say "cut off" as best_of_n.csv does (a numpy.bool_ True read as "no" in every row before)
+    best = pd.read_csv(out / "best_of_n.csv")
+    cut_rows = [line for line in examples.splitlines() if line.startswith("| ") and " | yes | " in line]
+    assert len(cut_rows) == int(best["cut_off"].fillna(False).astype(bool).sum()) > 0
     assert (out / "win_rates.png").stat().st_size > 5000
     assert "Identical best responses" in summary
     # best-of-n keeps the lowest sample index on equal top scores, and the summary says so and how often

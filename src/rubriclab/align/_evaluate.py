@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rubriclab.align._intervals import too_few
 from rubriclab.align._policy import chat_prompt, inference_precision
 from rubriclab.data import Pair
 from rubriclab.errors import ArgumentError
@@ -203,8 +204,10 @@ def win_rates(outcomes: pd.DataFrame, *, n_boot: int = 1000, confidence: float =
                "n_failed": int(g["outcome"].isna().sum()), "tie_credit": float(tie_credit), "interval": interval}
         if len(values):
             boot = item_bootstrap(values, "mean", None, n_resamples=n_boot, confidence=confidence, seed=seed)
-            row.update(estimate=float(boot["estimate"]), low=float(boot["low"]), high=float(boot["high"]),
-                       reason=boot.get("degenerate"), other_tie_credit=other_tie_credit(tie_credit),
+            few = too_few(len(values), "prompts", confidence)
+            row.update(estimate=float(boot["estimate"]), low=np.nan if few else float(boot["low"]),
+                       high=np.nan if few else float(boot["high"]), reason=few or boot.get("degenerate"),
+                       other_tie_credit=other_tie_credit(tie_credit),
                        estimate_at_other_tie_credit=at_tie_credit(float(boot["estimate"]), row["n_tie"], len(values),
                                                                   tie_credit, other_tie_credit(tie_credit)))
         else:
@@ -223,7 +226,9 @@ def win_rate_table(rates: pd.DataFrame) -> pd.DataFrame:
     for r in rates.itertuples():
         col = f"{r.domain}@{REGIME_LABELS.get(r.regime, r.regime)}"
         if np.isfinite(r.estimate):
-            if r.low == r.high:  # a point bootstrap distribution is not an interval
+            if not (np.isfinite(r.low) and np.isfinite(r.high)):
+                text = f"{100 * r.estimate:.1f}% (n={r.n}; {r.reason}"
+            elif r.low == r.high:  # a point bootstrap distribution is not an interval
                 text = f"{100 * r.estimate:.1f}% (n={r.n}; the same outcome on every prompt: no interval"
             else:
                 text = f"{100 * r.estimate:.1f}% [{100 * r.low:.0f}, {100 * r.high:.0f}] (n={r.n}"

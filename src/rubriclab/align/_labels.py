@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from rubriclab.align._intervals import too_few
 from rubriclab.data import Pair
 from rubriclab.judging import PairwiseRubric, agreement, judge_pairs
 from rubriclab.stats import TIE_CREDIT, item_bootstrap
@@ -60,13 +61,15 @@ def label_agreement(judged: pd.DataFrame, first: str, second: str, *, tie_credit
         for name in (first, second):
             m = agreement(g[g["rubric"] == name], tie_credit=tie_credit, n_boot=n_boot, confidence=confidence,
                           seed=seed)
+            few = too_few(int(m["n"] or 0), "pairs", confidence) if m["n"] else None
             out.append({"domain": domain, "comparison": f"{name} vs human", "estimate": m["agreement"],
-                        "low": m["low"], "high": m["high"], "n": m["n"], "n_tie": m["n_tie"],
-                        "n_failed": m["n_failed"], "tie_credit": tie_credit, "interval": ci})
+                        "low": np.nan if few else m["low"], "high": np.nan if few else m["high"], "n": m["n"],
+                        "n_tie": m["n_tie"], "n_failed": m["n_failed"], "tie_credit": tie_credit, "interval": ci,
+                        "reason": few})
         out.append({"domain": domain, "comparison": f"{first} vs {second}", "tie_credit": tie_credit, "interval": ci,
                     **_rubric_agreement(g, first, second, tie_credit, n_boot, confidence, seed)})
     return pd.DataFrame(out, columns=["domain", "comparison", "estimate", "low", "high", "n", "n_tie", "n_failed",
-                                      "tie_credit", "interval"])
+                                      "tie_credit", "interval", "reason"])
 
 
 def _rubric_agreement(g: pd.DataFrame, first: str, second: str, tie_credit: float, n_boot: int,
@@ -82,4 +85,7 @@ def _rubric_agreement(g: pd.DataFrame, first: str, second: str, tie_credit: floa
     if not len(credit):
         return {**row, "estimate": np.nan, "low": np.nan, "high": np.nan}
     boot = item_bootstrap(credit, "mean", None, n_resamples=n_boot, confidence=confidence, seed=seed)
+    few = too_few(len(credit), "pairs", confidence)
+    if few:
+        return {**row, "estimate": float(boot["estimate"]), "low": np.nan, "high": np.nan, "reason": few}
     return {**row, "estimate": float(boot["estimate"]), "low": float(boot["low"]), "high": float(boot["high"])}

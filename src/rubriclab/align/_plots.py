@@ -72,11 +72,13 @@ def _bars(ax: Any, x: np.ndarray, part: pd.DataFrame, width: float, label: str) 
     est = part["estimate"].to_numpy(dtype=float)
     have = np.isfinite(est)
     err = np.vstack([est - part["low"].to_numpy(dtype=float), part["high"].to_numpy(dtype=float) - est])
-    ax.bar(x[have], est[have], width, yerr=err[:, have], capsize=2, label=label)
+    ci = np.isfinite(err).all(axis=0)
+    ax.bar(x[have], est[have], width, yerr=np.where(ci, err, 0.0)[:, have], capsize=2, label=label)
     n = part["n"].fillna(0).astype(int).to_numpy()
-    for xi, ni, ok in zip(x, n, have):
-        if ok:
-            ax.text(xi, 0.02, f"n={ni}", ha="center", fontsize=6, rotation=90, color="white")
+    for xi, ni, ok, e, has_ci in zip(x, n, have, est, ci):
+        if ok:  # above the bar, in a dark colour: a 0% bar has no height to write on
+            ax.text(xi, e + 0.02, f"n={ni}" + ("" if has_ci else ", no CI"), ha="center", va="bottom", fontsize=6,
+                    rotation=90, color="black")
         else:
             ax.text(xi, 0.02, "no win rate (n=0)", ha="center", va="bottom", fontsize=6, rotation=90, color="grey")
 

@@ -256,6 +256,7 @@ def _examples(best: pd.DataFrame, path: Path, policies: list[str]) -> None:
                 response = r["response"] if isinstance(r["response"], str) else f"— ({note})"
                 text = " ".join(response.split()).replace("|", "\\|")
                 score = "—" if pd.isna(r["score"]) else f"{r['score']:g}"
-                lines.append(f"| {name} | {score} | {'yes' if r['cut_off'] is True else 'no'} | {text} |")
+                cut = "—" if pd.isna(r["cut_off"]) else "yes" if bool(r["cut_off"]) else "no"  # numpy.bool_ is not True
+                lines.append(f"| {name} | {score} | {cut} | {text} |")
         lines.append("")
     atomic.write_text(path, "\n".join(lines) + "\n", encoding="utf-8")

@@ -10,6 +10,7 @@ import pandas as pd
 
 from rubriclab.align._context import AlignContext
 from rubriclab.align._evaluate import REGIME_LABELS, win_rate_table
+from rubriclab.align._intervals import MIN_INTERVAL_N
 from rubriclab.llm import embedded_note
 from rubriclab.paths import display_path
 from rubriclab.reporting import to_markdown
@@ -18,6 +19,8 @@ from rubriclab.reporting import to_markdown
 def _fmt(row: Any) -> str:
     if row is None or not math.isfinite(float(row["estimate"])):
         return "— (no pair decided)"
+    if not (math.isfinite(float(row["low"])) and math.isfinite(float(row["high"]))):
+        return f"{row['estimate']:.3f} (n={int(row['n'])}; {row.get('reason') or 'no interval'})"
     if row["low"] == row["high"]:  # a point bootstrap distribution is not an interval
         return f"{row['estimate']:.3f} (n={int(row['n'])}; the same on every pair: no interval)"
     return f"{row['estimate']:.3f} [{row['low']:.2f}, {row['high']:.2f}] (n={int(row['n'])})"
@@ -98,7 +101,8 @@ def summarize(ctx: AlignContext, labels: dict[str, Any] | None, train: dict[str,
                f"{int((evaluation['judged']['status'] == 'identical').sum())} of {len(evaluation['judged'])} "
                "comparisons.", "",
                f"Win rate of the left policy (ties {ctx.tie_credit:g}); cells: win% [CI] (n prompts); "
-               f"percentile bootstrap over prompts, {conf:.0%}, B={n_boot}; columns: <evaluation set>@<training "
+               f"percentile bootstrap over prompts, {conf:.0%}, B={n_boot}, given from {MIN_INTERVAL_N} prompts up "
+               f"(below, its level does not hold); columns: <evaluation set>@<training "
                "regime> (B bench-only, T target-only, BT bench+target), the shape of seed 003 Table 4.", ""]
         for source, g in evaluation["rates"].groupby("source", sort=False):
             md += [f"### {source} ({ctx.third.model if source.startswith('third') else ctx.reward.model})", "",
@@ -106,5 +110,6 @@ def summarize(ctx: AlignContext, labels: dict[str, Any] | None, train: dict[str,
             for r in g.to_dict("records"):
                 if math.isfinite(float(r["estimate"])):
                     key = f"win.{'judge' if source.startswith('third') else 'reward'}.{r['comparison'].replace(' ', '_')}"
-                    metrics[f"{key}.{r['domain']}@{REGIME_LABELS.get(r['regime'], r['regime'])}"] = r["estimate"]
+                    cell = f"{key}.{r['domain']}@{REGIME_LABELS.get(r['regime'], r['regime'])}"
+                    metrics[cell], metrics[f"{cell}.n"] = r["estimate"], int(r["n"])  # an estimate with its n
     return "\n".join(md) + "\n", metrics
