@@ -314,6 +314,8 @@ class _Writes:
         unused = self.held - self.calling - set(self.release)
         self.release.extend(sorted(unused))
         self.ready.clear()
+        if completed:  # the mark is a change of its own: the timer may have written everything else already
+            self.stats.dirty = True
         self.flush(completed)
         if self.error is not None:
             error, self.error = self.error, None
