@@ -16,6 +16,7 @@ BUILD_ONLY=0; [ "${1:-}" = "--build-only" ] && BUILD_ONLY=1
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 read -r -a PIP <<< "${PIP_CMD:-$VENV/bin/python -m pip --disable-pip-version-check -q}"
+read -r -a LOCKED <<< "${PIP_INSTALL_ARGS:-}"  # install.sh: -c requirements.lock (the engine's own deps at their pins)
 VERSION=$(sed -n 's/^ *"llama-cpp-python==\([0-9.]*\)",*$/\1/p' pyproject.toml | head -n1)
 [ -n "$VERSION" ] || { echo "engine: pyproject.toml must pin llama-cpp-python==X.Y.Z" >&2; exit 2; }
 PORTABLE="-DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_CPU_ALL_VARIANTS=OFF -DGGML_BACKEND_DL=OFF \
@@ -36,11 +37,16 @@ fi
 WHEEL=$(ls "$HOUSE"/llama_cpp_python-"$VERSION"-*.whl 2>/dev/null | head -n1 || true)
 if [ -z "$WHEEL" ]; then
   echo "engine: compiling llama-cpp-python $VERSION for the portable instruction set (about 5 minutes on 2 cores)"
-  mkdir -p "$HOUSE.tmp"
+  # a folder of this process's own: two installs at once (two clones, CI beside a developer) each build into theirs
+  # and the first to finish publishes it; the other's is dropped (same key, same wheel)
+  TMP="$HOUSE.tmp.$$"
+  rm -rf "$TMP"; mkdir -p "$TMP"
+  trap 'rm -rf "$TMP"' EXIT
   CMAKE_ARGS="$FLAGS -DCMAKE_PROJECT_INCLUDE=$LIBRARY_ONLY" CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)} \
-    "${PIP[@]}" wheel --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$HOUSE.tmp" "llama-cpp-python==$VERSION"
-  printf '%s\n' "$FLAGS" > "$HOUSE.tmp/CMAKE_ARGS"
-  rm -rf "$HOUSE"; mv "$HOUSE.tmp" "$HOUSE"
+    "${PIP[@]}" wheel --no-cache-dir --no-deps --no-binary llama-cpp-python -w "$TMP" "llama-cpp-python==$VERSION"
+  printf '%s\n' "$FLAGS" > "$TMP/CMAKE_ARGS"
+  ls "$HOUSE"/llama_cpp_python-"$VERSION"-*.whl >/dev/null 2>&1 || rm -rf "$HOUSE"  # a folder left without its wheel
+  mv -T "$TMP" "$HOUSE" 2>/dev/null || rm -rf "$TMP"  # published by another install meanwhile: use that one
   WHEEL=$(ls "$HOUSE"/llama_cpp_python-"$VERSION"-*.whl | head -n1)
 fi
 if [ "$BUILD_ONLY" = 1 ]; then
@@ -49,6 +55,6 @@ if [ "$BUILD_ONLY" = 1 ]; then
 fi
 # --no-deps: its dependencies come with the project; --force-reinstall: replace a wheel built with other flags
 "${PIP[@]}" install --no-deps --force-reinstall --no-cache-dir "$WHEEL"
-"${PIP[@]}" install "numpy>=1.26,<3" "typing-extensions>=4.5" "diskcache>=5.6.1" "jinja2>=2.11.3"
+"${PIP[@]}" install "${LOCKED[@]}" "numpy>=1.26,<3" "typing-extensions>=4.5" "diskcache>=5.6.1" "jinja2>=2.11.3"
 echo "$KEY" > "$MARK"
 echo "engine: llama-cpp-python $VERSION installed from $WHEEL"

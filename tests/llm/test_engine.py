@@ -54,6 +54,38 @@ def test_the_installed_engine_carries_the_portable_instruction_set():
         assert re.fullmatch(r"[0-9a-f]{16}", marker.read_text().strip())
 
 
+_FAKE_PIP = textwrap.dedent("""
+    import os, sys, time
+    args = sys.argv[1:]
+    if args[:1] == ["wheel"]:  # what `pip wheel -w DIR` leaves: one wheel file, after a while of compiling
+        time.sleep(float(os.environ["FAKE_COMPILE_S"]))
+        out = args[args.index("-w") + 1]
+        open(os.path.join(out, "llama_cpp_python-0.3.36-py3-none-linux_x86_64.whl"), "w").write(os.environ["WHO"])
+""")
+
+
+@pytest.mark.timeout(60)
+def test_two_installs_compiling_the_engine_at_once_both_succeed_and_publish_one_wheel(tmp_path):
+    """Two clones installing at the same time (CI beside a developer) shared one build folder: the first to finish
+    moved it away under the other, whose install failed ("CMAKE_ARGS: Not a directory")."""
+    (tmp_path / "pip.py").write_text(_FAKE_PIP)
+    houses, venv = tmp_path / "wheels", tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)  # a venv without the engine's mark: the build runs
+    env = {**os.environ, "RUBRICLAB_WHEELHOUSE": str(houses), "VENV": str(venv),
+           "PIP_CMD": f"{sys.executable} {tmp_path / 'pip.py'}"}
+    procs = [subprocess.Popen(["bash", str(ROOT / "scripts" / "engine_wheel.sh"), "--build-only"],
+                              env={**env, "WHO": who, "FAKE_COMPILE_S": delay}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+             for who, delay in [("first", "0.5"), ("second", "1.5")]]
+    outs = [p.communicate(timeout=50)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    (house,) = houses.iterdir()  # one published folder, no build folder left behind
+    (wheel,) = house.glob("*.whl")
+    assert wheel.read_text() == "first"  # the first to finish published; the second used it
+    assert all(f"engine: wheel ready: {wheel}" in out for out in outs), outs
+
+
 @pytest.mark.timeout(300)
 def test_the_smoke_check_generates_one_token_from_the_embedded_model():
     result = smoke_check()
