@@ -40,7 +40,8 @@ def test_planted_criterion_verdicts_leak_and_random_ones_do_not():
     few = rubric_prior_leakage(_baseline(60, lambda cid, rng: cid in ("cites_sources", "numbered_steps")), RS,
                                n_boot=500, seed=1)
     assert few["value"] > 0.3 and few["low"] is None and few["high"] is None  # no interval over 12 held-out pairs
-    assert few["reason"].startswith("no interval: ") and few["reason"].endswith("(raise audit.pool_size)")
+    assert few["reason"].startswith("no interval: 12 pool pairs, fewer than the 30 ") \
+        and few["reason"].endswith("(raise audit.pool_size)")  # the probe's unit named as the audit's pool pairs
 
 
 def test_failed_scores_are_counted_and_a_single_class_is_undefined_with_a_reason():

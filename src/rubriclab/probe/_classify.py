@@ -298,6 +298,7 @@ def run_probe(
     confidence: float = 0.95,
     group_by: str = "record+text",
     split_tolerance: float = Probe().split_tolerance,
+    unit_name: str | None = None,
 ) -> dict[str, Any]:
     """Train the rubric-only probes, cross-validate them, and evaluate them on a held-out group split.
 
@@ -319,6 +320,9 @@ def run_probe(
       balanced accuracy (not on the test set); if CV is unavailable, by held-out balanced accuracy;
     * ``skipped``: model -> reason (e.g. ``embed`` without an embedding function).
 
+    ``unit_name``: what one resampling group is called in the split, reasons and CI columns, plural (default by
+    ``group_by``: "records" or "record-text clusters"; the audit's leakage says "pool pairs").
+
     Raises ConfigError for bad options (an ``encoder`` id included) and InputError for unusable data (one
     class only, fewer than 2 records or groups, several response sources, a training side with one class).
     """
@@ -334,6 +338,8 @@ def run_probe(
         raise InputError(f"has {counts['n_records']} distinct record(s)", field="record_id",
                          expected="at least 2 records for a group train/test split")
     groups, sharing = _groups(data, group_by)
+    if unit_name:
+        sharing["unit"] = unit_name
     train_idx, test_idx, tried = _held_out(data, groups, test_size, seed, split_tolerance, sharing)
     train, test = data.iloc[train_idx], data.iloc[test_idx]
     overlap = _overlap(train, test)

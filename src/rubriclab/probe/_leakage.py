@@ -55,7 +55,8 @@ def rubric_prior_leakage(baseline_items: list[dict[str, Any]] | pd.DataFrame, ru
     n_records = judged["record_id"].nunique()
     try:
         res = run_probe(items, models=LEAKAGE_MODELS, seed=seed, test_size=0.2, group_by="record",
-                        cv_folds=max(2, min(5, int(n_records * 0.8))), n_boot=n_boot, confidence=confidence)
+                        cv_folds=max(2, min(5, int(n_records * 0.8))), n_boot=n_boot, confidence=confidence,
+                        unit_name="pool pairs")
     except Exception as exc:  # noqa: BLE001 - too few pairs to split is a stated gap, not a crash
         return {**base, "n": len(judged), "reason": f"probe not estimable: {exc}"}
     lk = res.get("leakage") or {}
@@ -65,13 +66,9 @@ def rubric_prior_leakage(baseline_items: list[dict[str, Any]] | pd.DataFrame, ru
     low = lk.get("low")
     if low is None or low != low:  # too few held-out pairs for an interval that holds its level
         return {**base, "value": float(est), "n": int(lk.get("n", 0)), "model": lk.get("model"),
-                "reason": _as_pairs(f"{lk.get('reason') or 'no interval'} (raise audit.pool_size)")}
+                "reason": f"{lk.get('reason') or 'no interval'} (raise audit.pool_size)"}
     ci = {"method": "paired percentile bootstrap (probe − majority)", "level": confidence, "unit": "pairs",
           "resamples": n_boot}
     return {"value": float(est), "low": float(lk["low"]), "high": float(lk["high"]), "n": int(lk.get("n", 0)),
             "ci": ci, "model": lk.get("model"), "n_failed": n_failed, "reason": lk.get("reason")}
 
-
-def _as_pairs(reason: str) -> str:
-    """The probe's groups here are pool pairs (each item's record is its pair): say so in its reason."""
-    return reason.replace(" records, fewer", " pool pairs, fewer").replace(" record, fewer", " pool pair, fewer")
