@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import sysconfig
 from importlib import metadata
 from pathlib import Path
 
@@ -36,7 +37,10 @@ def _lock() -> dict[str, str]:
 
 
 def _installed() -> dict[str, str]:
-    return {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions()}
+    # the venv's own site-packages: importing setuptools puts its _vendor folder (older packaging, zipp,
+    # platformdirs, importlib-metadata dist-infos) on sys.path of a test process, which is not what is installed
+    paths = sorted({sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]})
+    return {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions(path=paths)}
 
 
 def _installed_by_install_sh() -> bool:
