@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from importlib import metadata
 from pathlib import Path
 
@@ -43,13 +44,13 @@ def _installed() -> dict[str, str]:
     return {canonicalize_name(d.metadata["Name"]): d.version for d in metadata.distributions(path=paths)}
 
 
-def _installed_by_install_sh() -> bool:
-    return (Path(sys.prefix) / ".rubriclab-engine").exists()
+by_install_sh = pytest.mark.skipif(not (Path(sys.prefix) / ".rubriclab-engine").exists(),
+                                   reason="this environment was not installed by scripts/install.sh")
 
 
 def test_the_lock_is_exact_and_pins_every_dependency_the_project_declares():
     pins = _lock()
-    project = __import__("tomllib").loads((ROOT / "pyproject.toml").read_text())["project"]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     declared = project["dependencies"] + [d for extra in ("test", "align") for d in project["optional-dependencies"][extra]]
     for spec in map(Requirement, declared):
         name = canonicalize_name(spec.name)
@@ -60,7 +61,7 @@ def test_the_lock_is_exact_and_pins_every_dependency_the_project_declares():
             f"requirements.lock pins {name}=={pins[name]}, outside pyproject.toml's {spec}: run `make lock`"
 
 
-@pytest.mark.skipif(not _installed_by_install_sh(), reason="this environment was not installed by scripts/install.sh")
+@by_install_sh
 def test_the_installed_environment_is_the_lock():
     pins, have = _lock(), _installed()
     # torch's local label (+cpu) names the build; the lock pins the version
@@ -84,9 +85,8 @@ def test_install_sh_installs_with_the_lock_as_constraints():
     assert '"${PIP[@]}" install "${LOCKED[@]}" "numpy' in engine
 
 
+@by_install_sh
 def test_make_lock_writes_what_is_installed(tmp_path):
-    if not _installed_by_install_sh():
-        pytest.skip("this environment was not installed by scripts/install.sh")
     fresh = tmp_path / "requirements.lock"
     out = subprocess.run(["bash", str(ROOT / "scripts" / "lock.sh"), str(fresh)], cwd=ROOT, capture_output=True,
                          text=True, env={"VENV": sys.prefix, "PATH": "/usr/bin:/bin"}, timeout=120)
