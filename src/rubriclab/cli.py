@@ -569,7 +569,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-track", action="store_true", help="do not log an MLflow run")
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("ui", help="the MLflow UI on the project's tracking store, offline, opening on the runs table")
+    p = sub.add_parser("ui", help="the MLflow UI on the project's tracking store, offline, opening on the runs table "
+                       "(without MLflow's job runner unless MLFLOW_SERVER_ENABLE_JOB_EXECUTION=true)")
     _common(p)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=5000)

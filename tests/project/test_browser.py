@@ -8,6 +8,7 @@ report built from the same project opens offline with every section, every image
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
@@ -64,6 +65,26 @@ def ui(project):
     most of a test's time."""
     with mlflow_ui(project["root"]) as server:
         yield server
+
+
+def _group_commands(pgid: int) -> list[str]:
+    """The command lines of the live processes in process group ``pgid``."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid:
+                out.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue  # ended while being read
+    return out
+
+
+def test_the_server_runs_without_mlflows_job_runner(ui):
+    """MLflow 3 starts a job runner (a supervisor and eight huey consumers) beside a database-backed server unless
+    told not to; `rubriclab ui` tells it (benchmarks/ui_startup.py: 13 s to answer instead of 5 on 2 cores)."""
+    commands = _group_commands(ui["pid"])
+    assert any("mlflow" in c and " ui " in c for c in commands), commands  # the group is the server's
+    assert not [c for c in commands if "huey" in c or "_job_runner" in c], commands
 
 
 def test_the_experiment_opens_on_its_runs_table(project, ui, driver):

@@ -75,7 +75,8 @@ def wait_for_text(driver: Any, text: str, timeout: float = 60.0) -> str:
 
 @contextmanager
 def mlflow_ui(project: Path, experiment: str = "rubriclab", timeout: float = 120.0) -> Iterator[dict[str, Any]]:
-    """``rubriclab ui``'s server (the same command line and environment) on a free port, until the block ends."""
+    """``rubriclab ui``'s server (the same command line and environment) on a free port, until the block ends: the
+    command's dict, ``base`` (the server's address) and ``pid`` (the server's process and process group)."""
     from rubriclab.ui import free_port, stop_group, ui_command
 
     cmd = ui_command(Path(project), experiment, port=free_port())
@@ -99,7 +100,7 @@ def mlflow_ui(project: Path, experiment: str = "rubriclab", timeout: float = 120
             if time.monotonic() > deadline:
                 raise TimeoutError(f"mlflow ui did not answer on {base} within {timeout:.0f}s")
             time.sleep(0.5)
-        yield {**cmd, "base": base}
+        yield {**cmd, "base": base, "pid": proc.pid}  # pid: also the process group of the server and its workers
     finally:
         # the whole group, as `rubriclab ui` does: a SIGTERM to `mlflow ui` alone waited ~10 s for its uvicorn child
         stop_group(proc.pid, grace=20.0)
