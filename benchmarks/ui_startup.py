@@ -15,18 +15,18 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from rubriclab.ui import free_port, stop_group, ui_command  # noqa: E402
+from rubriclab.testing import mlflow_ui  # noqa: E402
+from rubriclab.ui import free_port, ui_command  # noqa: E402
 
 TICK = os.sysconf("SC_CLK_TCK")
+VAR = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
 ARMS = {"job runner on (mlflow's default)": "true", "job runner off (rubriclab ui now)": "false"}
 
 
@@ -48,30 +48,15 @@ def _group_cpu(pgid: int) -> tuple[float, int]:
 
 
 def _one(project: Path, value: str, settle: float) -> dict[str, float]:
-    cmd = ui_command(project, "rubriclab", port=free_port())
-    env = {**cmd["env"], "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": value}
-    base = cmd["url"].split("#")[0].rstrip("/")
+    """One start of the server as `rubriclab ui` runs it (``testing.mlflow_ui``: the same command line and
+    environment, ``/health`` polled every 0.5 s), the job runner set to ``value`` by the environment."""
+    os.environ[VAR] = value
     t0 = time.monotonic()
-    proc = subprocess.Popen(cmd["argv"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"mlflow ui exited with {proc.returncode}")
-            try:
-                with urllib.request.urlopen(base + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            time.sleep(0.1)
+    with mlflow_ui(project) as server:
         up = time.monotonic() - t0
-        cpu_up, _ = _group_cpu(proc.pid)
+        cpu_up, _ = _group_cpu(server["pid"])
         time.sleep(settle)
-        cpu_later, procs = _group_cpu(proc.pid)
-    finally:
-        stop_group(proc.pid, grace=20.0)
-        proc.wait()
+        cpu_later, procs = _group_cpu(server["pid"])
     return {"up_s": up, "cpu_up": cpu_up, "cpu_later": cpu_later, "procs": procs}
 
 
@@ -87,6 +72,7 @@ def main() -> None:
         for _ in range(a.repeats):
             for arm, value in ARMS.items():
                 rows[arm].append(_one(project, value, a.settle))
+    os.environ.pop(VAR, None)
     print(f"`rubriclab ui` on a sqlite store, {a.repeats} repeat(s), arms alternating, {os.cpu_count()} cores")
     print(f"{'arm':36s} {'up s (mean)':>11s} {'CPU s at up':>11s} {f'CPU s +{a.settle:g}s':>11s} {'processes':>9s}")
     means = {}
