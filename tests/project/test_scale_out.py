@@ -63,7 +63,9 @@ def test_stages_log_to_an_mlflow_server_on_postgresql(tmp_path, monkeypatch):
             [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", pg_url, "--artifacts-destination",
              artifacts.as_uri(), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True"})
+            # without MLflow's job runner (eight huey consumers, ~30 CPU-s on 2 cores: benchmarks/ui_startup.py), as
+            # docs/several-machines.md allows: the stages log runs, they submit no server-side job
+            env={**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
         try:
             uri = f"http://127.0.0.1:{port}"
             deadline = time.time() + 180
