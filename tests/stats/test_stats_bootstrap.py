@@ -269,3 +269,15 @@ def test_two_sample_bootstrap_with_one_item_on_one_side_gives_no_interval():
         assert res["degenerate"].startswith(f"no interval: n=1 in {side}")
         assert res["n_a"] == len(a) and res["n_b"] == len(b) and res["method"] == "percentile"
         assert res["confidence"] == 0.95 and res["n_resamples"] == 200
+
+
+def test_no_interval_reason_withholds_below_the_minimum_and_names_units_and_level():
+    from rubriclab.stats import no_interval_reason
+
+    note = "simulated coverage 86% at 5"
+    assert no_interval_reason(30, "records", 0.95, minimum=30, coverage=note) is None
+    assert no_interval_reason(29, "records", 0.9, minimum=30, coverage=note) == (
+        "no interval: 29 records, fewer than the 30 a percentile bootstrap needs for its 90% to hold "
+        "(simulated coverage 86% at 5)")
+    assert no_interval_reason(1, "pairs", 0.95, minimum=10, coverage=note).startswith("no interval: 1 pair, ")
+    assert no_interval_reason(0, "pairs", 0.95, minimum=10, coverage=note).startswith("no interval: 0 pairs, ")

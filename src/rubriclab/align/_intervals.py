@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from rubriclab.stats import no_interval_reason
+
 MIN_INTERVAL_N = 10  # fewer prompts (or pairs): no interval, see too_few
 
 
@@ -9,7 +11,4 @@ def too_few(n: int, what: str, confidence: float) -> str | None:
     """Why a percentile bootstrap over ``n`` items is not given: its level does not hold there (simulated on
     outcomes of 0, ½ and 1 drawn 0.4/0.2/0.4, mean ½: 67% of a nominal 95% at 2 items, 88% at 5, 94% at 10, within
     two simulation SEs of 95% from there; tests/align/test_align_interval_level.py)."""
-    if n >= MIN_INTERVAL_N:
-        return None
-    return (f"no interval: {n} {what}, fewer than the {MIN_INTERVAL_N} a percentile bootstrap needs for its "
-            f"{confidence:.0%} to hold (simulated coverage 67% at 2, 88% at 5)")
+    return no_interval_reason(n, what, confidence, minimum=MIN_INTERVAL_N, coverage="simulated coverage 67% at 2, 88% at 5")

@@ -38,7 +38,7 @@ import numpy as np
 import pandas as pd
 
 from rubriclab.errors import InputError
-from rubriclab.stats import item_codes, positive_int, probability
+from rubriclab.stats import item_codes, no_interval_reason, positive_int, probability
 
 METRICS = ("accuracy", "precision", "recall", "f1", "balanced_accuracy", "roc_auc")
 COUNT_METRICS = METRICS[:-1]
@@ -48,11 +48,8 @@ MIN_INTERVAL_UNITS = 30  # fewer resampling units: no interval (see the module d
 
 def too_few_units(n_units: int, unit: str, level: float) -> str | None:
     """Why there is no interval over ``n_units`` resampling units, or None when there are enough."""
-    if n_units >= MIN_INTERVAL_UNITS:
-        return None
-    unit = unit[:-1] if n_units == 1 and unit.endswith("s") else unit
-    return (f"no interval: {n_units} {unit}, fewer than the {MIN_INTERVAL_UNITS} a percentile bootstrap needs for its "
-            f"{level:.0%} to hold (simulated coverage 86% at 5, 92% at 10)")
+    return no_interval_reason(n_units, unit, level, minimum=MIN_INTERVAL_UNITS,
+                              coverage="simulated coverage 86% at 5, 92% at 10")
 
 _UNDEFINED = {
     "precision": "undefined: no predicted positives",

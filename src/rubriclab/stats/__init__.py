@@ -45,6 +45,7 @@ from rubriclab.stats._inference import (
 )
 from rubriclab.stats._majority import early_stop_majority, majority_decided, majority_vote, samples_still_needed
 from rubriclab.stats._structure import bt_diagnostics, bt_weight_entropy, effective_dimensionality
+from rubriclab.stats._too_few import no_interval_reason
 
 __all__ = [
     "PAIRED_TEST",
@@ -72,6 +73,7 @@ __all__ = [
     "majority_vote",
     "mde_drop",
     "mde_paired",
+    "no_interval_reason",
     "mde_paired_proportions",
     "mde_paired_t",
     "mean_alpha",
