@@ -22,6 +22,7 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from rubriclab.owner import group_members  # noqa: E402
 from rubriclab.testing import mlflow_ui  # noqa: E402
 from rubriclab.ui import free_port, ui_command  # noqa: E402
 
@@ -31,20 +32,10 @@ ARMS = {"job runner on (mlflow's default)": "true", "job runner off (rubriclab u
 
 
 def _group_cpu(pgid: int) -> tuple[float, int]:
-    """CPU seconds (user + system, the processes' own and their reaped children's) of every live process in group
+    """CPU seconds (user + system, the processes' own and their reaped children's) of every process in group
     ``pgid``, and how many there are."""
-    total, n = 0.0, 0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:  # fields after the name: state, ppid, pgrp, ..., utime(11), stime(12), cutime, cstime
-            total += sum(int(f) for f in fields[11:15]) / TICK
-            n += 1
-    return total, n
+    members = group_members(pgid) or {}
+    return sum(sum(int(f) for f in fields[11:15]) for fields in members.values()) / TICK, len(members)
 
 
 def _one(project: Path, value: str, settle: float) -> dict[str, float]:

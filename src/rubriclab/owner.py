@@ -55,3 +55,23 @@ def _is_zombie(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[-1].split()[0] == "Z"
     except (OSError, IndexError):
         return False
+
+
+def group_members(pgid: int) -> dict[int, list[str]] | None:
+    """Every process of group ``pgid`` on this host, zombies included: pid -> its ``/proc/<pid>/stat`` fields after
+    the command name (``[0]`` the state, ``[2]`` the group, ``[11:15]`` utime, stime, cutime, cstime in clock ticks).
+    None where there is no procfs."""
+    if not os.path.isdir("/proc"):
+        return None
+    members = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue  # ended while being read
+        if len(fields) > 2 and fields[2] == str(pgid):
+            members[int(entry)] = fields
+    return members

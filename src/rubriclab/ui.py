@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rubriclab.errors import ArgumentError, RubricLabError
+from rubriclab.owner import group_members
 from rubriclab.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, reap_orphaned_runs, tracking_uri
 
 
@@ -183,14 +184,7 @@ def stop_group(pgid: int, grace: float) -> None:
 
 def _alive_in_group(pgid: int) -> bool:
     """Whether a process of group ``pgid`` is still running (zombies, which hold no port, do not count)."""
-    proc = Path("/proc")
-    if not proc.is_dir():  # not Linux: the group answers signals while any member exists
+    members = group_members(pgid)
+    if members is None:  # not Linux: the group answers signals while any member exists
         return _signal_group(pgid, 0)
-    for stat in proc.glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            return True
-    return False
+    return any(fields[0] != "Z" for fields in members.values())

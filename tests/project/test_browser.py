@@ -14,6 +14,7 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
+from rubriclab.owner import group_members
 from rubriclab.stages.audit import run_audit_stage
 from rubriclab.stages.data import run_data_stage
 from rubriclab.stages.report import run_report_stage
@@ -70,10 +71,9 @@ def ui(project):
 def _group_commands(pgid: int) -> list[str]:
     """The command lines of the live processes in process group ``pgid``."""
     out = []
-    for entry in Path("/proc").iterdir():
+    for pid in group_members(pgid) or {}:
         try:
-            if entry.name.isdigit() and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid:
-                out.append((entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            out.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
         except OSError:
             continue  # ended while being read
     return out

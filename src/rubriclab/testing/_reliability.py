@@ -36,6 +36,7 @@ from typing import Any
 import yaml
 
 from rubriclab.errors import InvariantError
+from rubriclab.owner import group_members
 
 __all__ = [
     "VOLATILE_KEYS",
@@ -750,23 +751,14 @@ def kill_repro(root: str | Path, trigger: Callable[[], str | None], *, timeout: 
 
 def _group_alive(pgid: int) -> bool:
     """Whether a process of group ``pgid`` can still run (zombies, which a busy init may reap late, cannot)."""
-    proc = Path("/proc")
-    if not proc.is_dir():  # no procfs: any member, zombie or not
+    members = group_members(pgid)
+    if members is None:  # no procfs: any member, zombie or not
         try:
             os.killpg(pgid, 0)
         except (ProcessLookupError, PermissionError):
             return False
         return True
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text(encoding="ascii", errors="replace").rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
+    return any(fields[0] not in ("Z", "X") for fields in members.values())
 
 
 def _wait_group_gone(pgid: int, timeout: float = 10.0) -> None:
